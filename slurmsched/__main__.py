@@ -1,0 +1,5 @@
+"""``python -m slurmsched`` runs the CLI."""
+
+from slurmsched.cli import main
+
+main()

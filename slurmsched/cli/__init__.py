@@ -1,0 +1,71 @@
+"""The ``slurmsched`` command line (click).
+
+Each command family lives in its own module and is registered here. Every option has
+an environment-variable twin (``SLURMSCHED_<OPTION>``); settings that the daemon also
+reads come from the TOML config (``--config`` / ``SLURMSCHED_CONFIG``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from slurmsched import __version__
+from slurmsched.config import Config, load_config
+from slurmsched.errors import SlurmschedError
+
+
+class _Group(click.Group):
+    """A group that turns :class:`SlurmschedError` into ``error: ...`` and exit 2."""
+
+    def invoke(self, ctx: click.Context):  # noqa: D102 - click API
+        try:
+            return super().invoke(ctx)
+        except SlurmschedError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"auto_envvar_prefix": "SLURMSCHED", "help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="slurmsched")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              envvar="SLURMSCHED_CONFIG", help="TOML config file (default /etc/slurmsched/slurmsched.toml).")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.pass_context
+def main(ctx: click.Context, config_path: str | None, verbose: int) -> None:
+    """slurmsched: shorter GPU queues by nudging Slurm's own scheduler."""
+    logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ctx.obj = _LazyConfig(config_path)
+
+
+class _LazyConfig:
+    """Loads the config on first use, so commands that need none never fail on it."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self._config: Config | None = None
+
+    def get(self) -> Config:
+        """The validated configuration (raises ConfigError on a broken file)."""
+        if self._config is None:
+            self._config = load_config(self.path)
+        return self._config
+
+
+def get_config(ctx: click.Context) -> Config:
+    """The current command's configuration."""
+    return ctx.find_object(_LazyConfig).get()
+
+
+def _register() -> None:
+    from slurmsched.cli import cluster
+
+    for module in (cluster,):
+        for command in module.COMMANDS:
+            main.add_command(command)
+
+
+_register()

@@ -1,0 +1,231 @@
+"""Configuration: one TOML file plus ``SLURMSCHED_<SECTION>_<KEY>`` environment variables.
+
+Each section is a frozen dataclass whose fields (with their defaults) *are* the
+reference. Precedence, lowest first: defaults, the TOML file, environment variables,
+then explicit CLI options (``Config.with_overrides``). Everything is validated at
+load time; an error names the key (``policy.qssf.max_wait_h``) and what was wrong.
+
+The file is found at ``--config``, else ``$SLURMSCHED_CONFIG``, else
+``/etc/slurmsched/slurmsched.toml`` if it exists; otherwise defaults apply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from slurmsched.errors import ConfigError
+
+DEFAULT_CONFIG_PATH = Path("/etc/slurmsched/slurmsched.toml")
+ENV_PREFIX = "SLURMSCHED_"
+
+
+@dataclass(frozen=True)
+class SlurmSection:
+    """``[slurm]``: how to reach Slurm.
+
+    Attributes:
+        backend: ``"cli"`` (JSON CLI, default), ``"pyslurm"`` or ``"auto"`` (pyslurm if importable).
+        bin_dir: directory holding ``squeue``/``scontrol``...; empty means ``$PATH``.
+        conf: path of ``slurm.conf`` passed as ``SLURM_CONF``; empty keeps the environment's.
+        timeout_s: seconds before a Slurm command counts as unreachable.
+    """
+
+    backend: str = "cli"
+    bin_dir: str = ""
+    conf: str = ""
+    timeout_s: float = 60.0
+
+    def validate(self, prefix: str) -> None:
+        """Raise :class:`ConfigError` naming the bad key."""
+        if self.backend not in ("cli", "pyslurm", "auto"):
+            raise ConfigError(f"{prefix}.backend must be one of cli, pyslurm, auto (got {self.backend!r})")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"{prefix}.timeout_s must be > 0 (got {self.timeout_s})")
+
+
+@dataclass(frozen=True)
+class DbSection:
+    """``[db]``: the history database.
+
+    Attributes:
+        url: SQLAlchemy URL; empty means SQLite at ``<daemon.state_dir>/slurmsched.db``.
+            PostgreSQL: ``postgresql+psycopg://user@host/dbname``.
+    """
+
+    url: str = ""
+
+    def validate(self, prefix: str) -> None:
+        """Raise :class:`ConfigError` naming the bad key."""
+        if self.url and not self.url.startswith(("sqlite:", "postgresql:", "postgresql+psycopg:")):
+            raise ConfigError(f"{prefix}.url must be a sqlite:/// or postgresql+psycopg:// URL (got {self.url!r})")
+
+
+@dataclass(frozen=True)
+class DaemonSection:
+    """``[daemon]``: the scheduling loop.
+
+    Attributes:
+        interval_s: seconds between cycles.
+        dry_run: plan and record, but send nothing to Slurm.
+        state_dir: where the default SQLite database and the job_submit cache live.
+    """
+
+    interval_s: float = 60.0
+    dry_run: bool = False
+    state_dir: str = "/var/lib/slurmsched"
+
+    def validate(self, prefix: str) -> None:
+        """Raise :class:`ConfigError` naming the bad key."""
+        if self.interval_s <= 0:
+            raise ConfigError(f"{prefix}.interval_s must be > 0 (got {self.interval_s})")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration; one attribute per TOML section."""
+
+    slurm: SlurmSection = field(default_factory=SlurmSection)
+    db: DbSection = field(default_factory=DbSection)
+    daemon: DaemonSection = field(default_factory=DaemonSection)
+    source: str = "defaults"
+
+    @property
+    def db_url(self) -> str:
+        """The effective database URL (SQLite under the state directory by default)."""
+        return self.db.url or f"sqlite:///{Path(self.daemon.state_dir) / 'slurmsched.db'}"
+
+    def with_overrides(self, section: str, **values: Any) -> "Config":
+        """A copy with some keys of one section replaced (``None`` values are ignored)."""
+        values = {k: v for k, v in values.items() if v is not None}
+        if not values:
+            return self
+        current = getattr(self, section)
+        merged = _build_section(type(current), {**dataclasses.asdict(current), **values}, section)
+        return dataclasses.replace(self, **{section: merged})
+
+
+def _sections() -> dict[str, type]:
+    return {f.name: _field_type(Config, f) for f in dataclasses.fields(Config) if f.name != "source"}
+
+
+def _field_type(owner: type, f: dataclasses.Field) -> Any:
+    return typing.get_type_hints(owner)[f.name]
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    """Convert a TOML or environment value to ``hint``; raise ConfigError naming ``key``."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None or value == "":
+            return None
+        return _coerce(value, args[0], key)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            return value.lower() in ("1", "true", "yes", "on")
+        raise ConfigError(f"{key} must be true or false (got {value!r})")
+    if hint in (int, float):
+        if isinstance(value, bool):
+            raise ConfigError(f"{key} must be a number (got {value!r})")
+        try:
+            number = hint(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key} must be {'an integer' if hint is int else 'a number'} (got {value!r})") from None
+        if hint is int and isinstance(value, float) and value != number:
+            raise ConfigError(f"{key} must be an integer (got {value!r})")
+        return number
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key} must be a string (got {value!r})")
+        return value
+    if origin in (tuple, list):
+        (item,) = typing.get_args(hint)[:1] or (str,)
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key} must be a list (got {value!r})")
+        return tuple(_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict or hint is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key} must be a table (got {value!r})")
+        return dict(value)
+    return value
+
+
+def _build_section(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
+    """Build and validate one section from a mapping; unknown keys are errors."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise ConfigError(f"unknown key {prefix}.{unknown[0]} (known: {', '.join(sorted(names))})")
+    values = {k: _coerce(v, hints[k], f"{prefix}.{k}") for k, v in raw.items()}
+    section = cls(**values)
+    validate = getattr(section, "validate", None)
+    if validate is not None:
+        validate(prefix)
+    return section
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``SLURMSCHED_DAEMON_INTERVAL_S=30`` -> ``{"daemon": {"interval_s": "30"}}``."""
+    layer: dict[str, dict[str, str]] = {}
+    sections = _sections()
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
+            continue
+        rest = name[len(ENV_PREFIX):].lower()
+        for section, cls in sections.items():
+            if rest.startswith(section + "_"):
+                key = rest[len(section) + 1:]
+                if key in {f.name for f in dataclasses.fields(cls)}:
+                    layer.setdefault(section, {})[key] = value
+                break
+    return layer
+
+
+def load_config(path: str | os.PathLike[str] | None = None,
+                environ: Mapping[str, str] | None = None) -> Config:
+    """Load and validate the configuration.
+
+    Args:
+        path: TOML file; ``None`` means ``$SLURMSCHED_CONFIG`` or the default path if present.
+        environ: environment to read ``SLURMSCHED_*`` from (``os.environ`` by default).
+
+    Raises:
+        ConfigError: unreadable file, TOML syntax error, unknown key or invalid value.
+    """
+    environ = os.environ if environ is None else environ
+    explicit = path or environ.get(ENV_PREFIX + "CONFIG")
+    file = Path(explicit) if explicit else (DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None)
+    raw: dict[str, Any] = {}
+    if file is not None:
+        try:
+            raw = tomllib.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {file} does not exist") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
+    sections = _sections()
+    unknown = sorted(set(raw) - set(sections))
+    if unknown:
+        raise ConfigError(f"unknown section [{unknown[0]}] in {file} (known: {', '.join(sorted(sections))})")
+    env = _env_layer(environ)
+    built = {}
+    for name, cls in sections.items():
+        table = raw.get(name, {})
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{name} must be a table in {file}")
+        built[name] = _build_section(cls, {**table, **env.get(name, {})}, name)
+    return Config(**built, source=str(file) if file else "defaults")

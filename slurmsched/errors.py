@@ -1,0 +1,47 @@
+"""Typed errors. Every error a user can cause or meet has a one-line message.
+
+The CLI catches :class:`SlurmschedError` and prints ``error: <message>`` with exit
+status 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class SlurmschedError(Exception):
+    """Base of every expected failure; ``str(err)`` is a complete one-line message."""
+
+
+class ConfigError(SlurmschedError):
+    """The configuration file or a ``SLURMSCHED_*`` variable is invalid; names the key."""
+
+
+class SlurmError(SlurmschedError):
+    """Base for failures talking to Slurm."""
+
+
+class SlurmCommandNotFound(SlurmError):
+    """A Slurm client command (``squeue``, ``scontrol`` ...) is not installed or not on PATH."""
+
+
+class SlurmUnavailable(SlurmError):
+    """slurmctld or slurmdbd did not answer (down, unreachable, timed out)."""
+
+
+class SlurmCommandFailed(SlurmError):
+    """A Slurm command ran and failed; the message carries Slurm's own error text."""
+
+
+class SlurmParseError(SlurmError):
+    """Slurm's output could not be parsed (malformed JSON, unexpected shape)."""
+
+
+class StoreError(SlurmschedError):
+    """The history database failed (locked, unreachable, schema out of date)."""
+
+
+class SchemaOutOfDate(StoreError):
+    """The database schema is older than this version; the message names the command to run."""
+
+
+class TraceFormatError(SlurmschedError):
+    """A trace file cannot be read at all (unknown format, unreadable file)."""

@@ -1,0 +1,281 @@
+"""Typed domain data shared by every part of slurmsched.
+
+Everything that crosses a module boundary is one of these frozen dataclasses: the
+gateway turns Slurm's output into them, the store persists them, the predictor and
+policies read them, the planner emits :class:`Action` values and the gateway applies
+them. Times are POSIX seconds (``float``) in UTC; durations are whole seconds.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Union
+
+
+class JobState(str, enum.Enum):
+    """Slurm's base job states (``JOB_*`` in slurm.h), plus ``OTHER`` for anything new."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    REQUEUED = "REQUEUED"
+    OTHER = "OTHER"
+
+    @classmethod
+    def parse(cls, text: str) -> "JobState":
+        """Map Slurm's state text (``"CANCELLED by 0"``, ``"PENDING"``) to a state."""
+        head = text.strip().split(" ", 1)[0].upper() if text else ""
+        try:
+            return cls(head)
+        except ValueError:
+            return cls.OTHER
+
+    @property
+    def finished(self) -> bool:
+        """True for every terminal state (the job will not run again as this attempt)."""
+        return self not in (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED,
+                            JobState.COMPLETING, JobState.REQUEUED)
+
+
+@dataclass(frozen=True, slots=True)
+class GresRequest:
+    """One generic resource in a request or on a node, e.g. ``gpu:a100:8``.
+
+    Attributes:
+        name: resource name, ``"gpu"`` for GPUs.
+        type: model/type such as ``"a100"``; ``None`` when untyped.
+        count: how many (per node for requests and node inventories).
+    """
+
+    name: str
+    type: str | None
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One job (one attempt of one array task) as Slurm, accounting or a trace sees it.
+
+    The same record type serves the live queue (``state`` PENDING/RUNNING, ``end_time``
+    None), accounting history and trace jobs (``state`` terminal, ``start_time`` and
+    ``end_time`` set). Fields a source cannot supply keep their defaults.
+
+    Attributes:
+        job_id: Slurm job id (for array tasks, the task's own id).
+        user: user name (or anonymised id for traces).
+        submit_time: POSIX seconds when the job was submitted.
+        time_limit_s: requested wall time in seconds; ``None`` when unlimited or unknown.
+        gpus: total GPUs requested by the job (all nodes); CPU-only jobs have 0.
+        gpu_type: GPU type requested (``"a100"``), ``None`` when untyped or no GPUs.
+        gres_per_node: the job's GRES request per node, as parsed.
+        site_factor: current SiteFactor (from ``sprio``) for pending jobs, else ``None``.
+        switches: requested leaf-switch count (``--switches``); ``None``/0 means none.
+        switch_wait_s: the most a job may wait for ``switches``.
+        restart_count: how many times Slurm requeued this job.
+        exit_code: exit status of the batch script for finished jobs.
+    """
+
+    job_id: int
+    user: str
+    submit_time: float
+    name: str = ""
+    cluster: str = ""
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    account: str = ""
+    partition: str = ""
+    qos: str = ""
+    state: JobState = JobState.PENDING
+    reason: str = ""
+    eligible_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    time_limit_s: int | None = None
+    nodes: int = 1
+    cpus: int = 1
+    memory_mb: int | None = None
+    gpus: int = 0
+    gpu_type: str | None = None
+    gres_per_node: tuple[GresRequest, ...] = ()
+    features: str = ""
+    excluded_nodes: str = ""
+    node_list: str = ""
+    switches: int | None = None
+    switch_wait_s: int | None = None
+    priority: int | None = None
+    site_factor: int | None = None
+    nice: int = 0
+    restart_count: int = 0
+    exit_code: int | None = None
+
+    @property
+    def runtime_s(self) -> float | None:
+        """Seconds between start and end, or ``None`` until the job has ended."""
+        if self.start_time is None or self.end_time is None:
+            return None
+        return max(0.0, self.end_time - self.start_time)
+
+    @property
+    def wait_s(self) -> float | None:
+        """Seconds between submit and start, or ``None`` until the job has started."""
+        if self.start_time is None:
+            return None
+        return max(0.0, self.start_time - self.submit_time)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """One compute node as ``sinfo``/``scontrol show node`` sees it.
+
+    Attributes:
+        gres: configured GRES (``gpu:a100:8`` -> ``GresRequest("gpu", "a100", 8)``).
+        gres_used: allocated GRES of the same shape.
+        state: Slurm's node state words, upper-case (``("IDLE",)``, ``("MIXED", "DRAIN")``).
+    """
+
+    name: str
+    state: tuple[str, ...]
+    partitions: tuple[str, ...] = ()
+    cpus: int = 0
+    cpus_alloc: int = 0
+    memory_mb: int = 0
+    features: tuple[str, ...] = ()
+    gres: tuple[GresRequest, ...] = ()
+    gres_used: tuple[GresRequest, ...] = ()
+
+    def gpus(self, gpu_type: str | None = None) -> int:
+        """Configured GPUs, of one type or all."""
+        return sum(g.count for g in self.gres
+                   if g.name == "gpu" and (gpu_type is None or g.type == gpu_type))
+
+    def gpus_used(self, gpu_type: str | None = None) -> int:
+        """Allocated GPUs, of one type or all."""
+        return sum(g.count for g in self.gres_used
+                   if g.name == "gpu" and (gpu_type is None or g.type == gpu_type))
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """The parts of slurmctld's configuration the planner sizes itself against.
+
+    Read from ``scontrol show config`` (or set by the simulator). Weights are Slurm's
+    ``PriorityWeight*`` values; ``priority_max_age_s`` is ``PriorityMaxAge``.
+    """
+
+    priority_type: str = "priority/multifactor"
+    weight_age: int = 0
+    weight_fairshare: int = 0
+    weight_job_size: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    weight_tres: str = ""
+    priority_max_age_s: int = 7 * 86400
+    topology_plugin: str = ""
+    max_switch_wait_s: int = 300
+    scheduler_type: str = "sched/backfill"
+    select_type: str = "select/cons_tres"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """What the daemon sees of the cluster at one moment.
+
+    Attributes:
+        taken_at: POSIX seconds when the snapshot was read.
+        jobs: pending and running jobs (finished jobs are filtered out).
+        nodes: every node.
+        config: scheduler configuration at that time.
+    """
+
+    taken_at: float
+    cluster: str
+    jobs: tuple[JobRecord, ...]
+    nodes: tuple[NodeRecord, ...]
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+    @property
+    def pending(self) -> tuple[JobRecord, ...]:
+        """Pending jobs, in the order Slurm listed them."""
+        return tuple(j for j in self.jobs if j.state is JobState.PENDING)
+
+    @property
+    def running(self) -> tuple[JobRecord, ...]:
+        """Running (or completing/suspended) jobs."""
+        return tuple(j for j in self.jobs if j.state is not JobState.PENDING)
+
+
+# --- Actions: the only changes slurmsched ever makes to a job ----------------------
+
+@dataclass(frozen=True, slots=True)
+class SetSiteFactor:
+    """``scontrol update JobId=<job_id> SiteFactor=<value>``; ``previous`` restores it."""
+
+    job_id: int
+    value: int
+    previous: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SetSwitches:
+    """``scontrol update JobId=<id> Switches=<count>@<wait>``; ``count=0`` clears it."""
+
+    job_id: int
+    count: int
+    max_wait_s: int | None = None
+    previous_count: int | None = None
+    previous_wait_s: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SetFeatures:
+    """``scontrol update JobId=<id> Features=<features>`` (node feature constraint)."""
+
+    job_id: int
+    features: str
+    previous: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SetExcludedNodes:
+    """``scontrol update JobId=<id> ExcNodeList=<nodes>``."""
+
+    job_id: int
+    nodes: str
+    previous: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SetPartition:
+    """``scontrol update JobId=<id> Partition=<partition>``."""
+
+    job_id: int
+    partition: str
+    previous: str = ""
+    reason: str = ""
+
+
+Action = Union[SetSiteFactor, SetSwitches, SetFeatures, SetExcludedNodes, SetPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOutcome:
+    """What Slurm said to one action: ``ok`` and its own message (error text if any)."""
+
+    action: Action
+    ok: bool
+    message: str = ""

@@ -279,3 +279,47 @@ class ActionOutcome:
     action: Action
     ok: bool
     message: str = ""
+
+
+# --- What the predictor and the engine produce ------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """A duration estimate for one job.
+
+    Attributes:
+        estimate_s: point estimate of the run time in seconds (> 0).
+        low_s, high_s: spread (e.g. 10th and 90th percentile) in seconds.
+        source: where it came from, for humans: ``"user+name history, 14 runs"``,
+            ``"model v7"``, ``"cold start: user's time limit"``.
+        model_version: version of the fitted model that produced it (``""`` for rules).
+    """
+
+    job_id: int
+    estimate_s: float
+    low_s: float
+    high_s: float
+    source: str
+    model_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One line of ``slurmsched explain``: what a cycle decided for a job and why.
+
+    Attributes:
+        kind: ``"rank"`` for the policy's verdict, else the action class name
+            (``"SetSiteFactor"``, ``"SetSwitches"``, ...), or ``"revert"``.
+        previous, new: the value replaced and the value set, as text (``None`` if n/a).
+        outcome: ``"ok"``, ``"failed: <slurm text>"``, ``"dry-run"``, ``"skipped: <why>"``.
+        reason: human-readable reason from the policy or planner.
+    """
+
+    job_id: int
+    kind: str
+    outcome: str
+    reason: str = ""
+    previous: str | None = None
+    new: str | None = None
+    score: float | None = None
+    rank: int | None = None

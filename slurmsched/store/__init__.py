@@ -1,0 +1,1 @@
+"""Job history in SQL (SQLAlchemy 2: SQLite by default, PostgreSQL by URL)."""

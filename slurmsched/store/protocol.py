@@ -112,6 +112,14 @@ class JobRepository(Protocol):
         """The last cycles, newest first."""
         ...
 
+    def save_model(self, name: str, version: str, blob: bytes, meta: dict[str, object]) -> None:
+        """Store a fitted model (``blob`` is opaque bytes) as the newest version of ``name``."""
+        ...
+
+    def load_model(self, name: str) -> tuple[str, bytes, dict[str, object]] | None:
+        """The newest (version, blob, meta) of a model, or ``None`` if none was saved."""
+        ...
+
     def is_paused(self) -> bool:
         """The pause flag the daemon loop honours."""
         ...

@@ -1,0 +1,1 @@
+"""Duration predictors: pure functions of job history (no Slurm, no database imports)."""

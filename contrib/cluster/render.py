@@ -9,9 +9,9 @@ One source drives two clusters:
 * ``--mode compose``: one container per daemon (docker-compose.yml): nodes are
   addressed by their container host names, standard ports and paths.
 
-Usage: render.py --mode host|compose --out DIR [--state-dir DIR] [--port-base N]
+Usage: render.py --mode host|compose --out DIR [--state-dir DIR] [--port-base N] [--job-submit-lua]
 Writes slurm.conf, gres.conf, topology.conf, cgroup.conf, slurmdbd.conf (mode 600)
-and nodes.txt (one "name port" line per node, for the start scripts). Stdlib only.
+and nodes.txt (one "name port gpu_type gpus" line per node, for the start scripts). Stdlib only.
 """
 
 from __future__ import annotations
@@ -40,8 +40,12 @@ def node_lines(spec: dict, mode: str, port_base: int) -> tuple[list[str], list[t
     return lines, ports
 
 
-def render(spec: dict, mode: str, state: Path, port_base: int) -> dict[str, str]:
-    """Return file name -> content for one cluster."""
+def render(spec: dict, mode: str, state: Path, port_base: int, job_submit_lua: bool = False) -> dict[str, str]:
+    """Return file name -> content for one cluster.
+
+    With ``job_submit_lua`` slurm.conf enables ``JobSubmitPlugins=lua``; the caller puts
+    ``job_submit.lua`` beside slurm.conf (slurmctld reads it from there).
+    """
     prio, sched = spec["priority"], spec["scheduler"]
     nodes, ports = node_lines(spec, mode, port_base)
     all_nodes = ",".join(name for name, _ in ports)
@@ -111,8 +115,10 @@ def render(spec: dict, mode: str, state: Path, port_base: int) -> dict[str, str]
         "InactiveLimit=0",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=60",
-        "",
     ]
+    if job_submit_lua:
+        conf.append("JobSubmitPlugins=lua")
+    conf.append("")
     conf += nodes
     for part in spec["partitions"]:
         conf.append(f"PartitionName={part['name']} Nodes={all_nodes} Default={'YES' if part['default'] else 'NO'}"
@@ -133,7 +139,8 @@ def render(spec: dict, mode: str, state: Path, port_base: int) -> dict[str, str]
         "SlurmUser=root",
         "AuthType=auth/munge",
         "StorageType=accounting_storage/mysql",
-        "StorageUser=root",
+        # compose: MariaDB runs in its own container and grants user slurm (no port is published).
+        f"StorageUser={'root' if mode == 'host' else 'slurm'}",
     ]
     if mode == "host":
         dbd += [f"DbdPort={port_base + 1}", f"AuthInfo=socket={state / 'munge' / 'munge.socket.2'}",
@@ -148,8 +155,8 @@ def render(spec: dict, mode: str, state: Path, port_base: int) -> dict[str, str]
         "topology.conf": "\n".join(topo) + "\n",
         "cgroup.conf": "CgroupPlugin=autodetect\n",
         "slurmdbd.conf": "\n".join(dbd) + "\n",
-        "nodes.txt": "".join(f"{name} {port} {gt}\n" for (name, port), gt in zip(
-            ports, [g["gpu_type"] for g in spec["nodes"] for _ in g["names"]])),
+        "nodes.txt": "".join(f"{name} {port} {gtype} {count}\n" for (name, port), (gtype, count) in zip(
+            ports, [(g["gpu_type"], g["gpus"]) for g in spec["nodes"] for _ in g["names"]])),
     }
 
 
@@ -160,10 +167,13 @@ def main() -> None:
     parser.add_argument("--state-dir", type=Path, default=Path("/var/lib/slurmsched-dev"))
     parser.add_argument("--port-base", type=int, default=16817)
     parser.add_argument("--spec", type=Path, default=HERE / "cluster.toml")
+    parser.add_argument("--job-submit-lua", action="store_true",
+                        help="enable JobSubmitPlugins=lua (job_submit.lua must sit beside slurm.conf)")
     args = parser.parse_args()
     spec = tomllib.loads(args.spec.read_text())
     args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in render(spec, args.mode, args.state_dir.resolve(), args.port_base).items():
+    for name, text in render(spec, args.mode, args.state_dir.resolve(), args.port_base,
+                             args.job_submit_lua).items():
         path = args.out / name
         path.write_text(text)
         os.chmod(path, 0o600 if name == "slurmdbd.conf" else 0o644)

@@ -18,10 +18,13 @@
 #   SLURMSCHED_DEV_PORT     port base (default 16817): slurmctld PORT, slurmdbd PORT+1,
 #                           MariaDB PORT+2, slurmd PORT+11 ...
 #   SLURMSCHED_DEV_TIMEOUT  seconds to wait for each daemon and for the nodes (default 90)
+#   SLURMSCHED_DEV_JOB_SUBMIT_LUA  job_submit.lua to install
+#                           (default contrib/slurm.conf.d/job_submit.lua)
 #
-# If contrib/slurm.conf.d/job_submit.lua exists it is copied beside slurm.conf and
-# JobSubmitPlugins=lua is enabled. slurmctld runs with SLURMSCHED_DEV_STATE and
-# SLURM_CONF in its environment, so the script can find files of this instance.
+# If that job_submit.lua exists it is copied beside slurm.conf and JobSubmitPlugins=lua
+# is enabled (a changed or removed file is applied with `scontrol reconfigure`).
+# slurmctld runs with SLURMSCHED_DEV_STATE and SLURM_CONF in its environment, so the
+# script can find files of this instance with os.getenv().
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,7 +33,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 source "$HERE/lib.sh"
 export PATH="$PATH:/usr/sbin:/sbin"
 TIMEOUT=${SLURMSCHED_DEV_TIMEOUT:-90}
-LUA="$REPO/contrib/slurm.conf.d/job_submit.lua"
+LUA=${SLURMSCHED_DEV_JOB_SUBMIT_LUA:-$REPO/contrib/slurm.conf.d/job_submit.lua}
 PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slurm-wlm-mysql-plugin)
 
 [[ $EUID -eq 0 ]] || die "must run as root (it starts slurmd and makes device files)"
@@ -121,7 +124,7 @@ start_mariadb() {
     local data="$STATE/mysql" sock="$STATE/run/mysqld.sock"
     if [[ ! -d $data/mysql ]]; then
         log "initialising MariaDB in $data"
-        rm -rf "$data"
+        rm -rf "$data" "$STATE/registered"
         mariadb-install-db --no-defaults --datadir="$data" --user=root \
             --auth-root-authentication-method=normal --skip-test-db \
             >"$STATE/log/mariadb-install.log" 2>&1 ||
@@ -137,8 +140,13 @@ start_mariadb() {
     wait_for MariaDB "$STATE/log/mariadb.log" mariadb-admin --no-defaults --socket="$sock" -uroot ping
 }
 
+# Starts slurmdbd and registers cluster and user root once per database
+# ($STATE/registered marks that it was done; each sacctmgr call costs ~0.3 s).
 start_slurmdbd() {
     local cluster
+    if pid_of "$STATE/run/slurmdbd.pid" slurmdbd >/dev/null && [[ -e $STATE/registered ]]; then
+        return 0
+    fi
     if ! pid_of "$STATE/run/slurmdbd.pid" slurmdbd >/dev/null; then
         log "starting slurmdbd on port $((PORT + 1))"
         "${DAEMON_ENV[@]}" slurmdbd 9>&- || die "slurmdbd failed to start; see $STATE/log/slurmdbd.log"
@@ -152,6 +160,7 @@ start_slurmdbd() {
     if ! sacctmgr -n -P list user root format=user | grep -qx root; then
         sacctmgr -i add user root account=root >/dev/null
     fi
+    touch "$STATE/registered"
 }
 
 start_slurmctld() {

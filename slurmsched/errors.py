@@ -35,6 +35,10 @@ class SlurmParseError(SlurmError):
     """Slurm's output could not be parsed (malformed JSON, unexpected shape)."""
 
 
+class InvalidAction(SlurmschedError):
+    """An action carries a value that is never sent to Slurm (bad job id, whitespace in a name)."""
+
+
 class StoreError(SlurmschedError):
     """The history database failed (locked, unreachable, schema out of date)."""
 

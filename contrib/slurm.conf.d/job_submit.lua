@@ -1,0 +1,120 @@
+--[[
+slurmsched job_submit.lua: gives a new job its SiteFactor at submit time.
+
+The slurmsched daemon writes a small cache file (see docs/admin-guide.md) that maps
+"user<TAB>job name" to a predicted run time, plus the table that turns predicted
+GPU-seconds into a SiteFactor. This script looks the new job up, computes the same
+SiteFactor the daemon would set in its next cycle, and stamps AdminComment.
+
+Cache location: "slurmsched-submit.cache" in this script's own directory (normally
+beside slurm.conf); make it a symlink to the daemon's file (daemon.submit_cache).
+
+Fail-open: a missing, stale (older than its own max_age), unreadable or malformed
+cache, an unknown job, or any error here leaves the job untouched and returns
+slurm.SUCCESS. Runs inside slurmctld on every submission: keep it tiny.
+--]]
+
+local CACHE_NAME = "slurmsched-submit.cache"
+local MAGIC = "slurmsched-submit-cache 1"
+local NO_VAL = 4294967294
+
+local function script_dir()
+	local src = debug.getinfo(1, "S").source or ""
+	if src:sub(1, 1) == "@" then
+		return src:sub(2):match("^(.*)/[^/]*$") or "."
+	end
+	local conf = os.getenv("SLURM_CONF")
+	return conf and conf:match("^(.*)/[^/]*$") or "/etc/slurm"
+end
+
+local CACHE_PATH = script_dir() .. "/" .. CACHE_NAME
+local parsed = nil -- last parsed cache, reused while its "written" stamp is unchanged
+
+local function set(v)
+	return v ~= nil and v ~= 0 and v < NO_VAL
+end
+
+local function load_cache()
+	local f = io.open(CACHE_PATH, "r")
+	if not f then return nil end
+	local written = tonumber(((f:read("*l") == MAGIC) and f:read("*l") or ""):match("^written (%d+)$"))
+	local max_age = tonumber((f:read("*l") or ""):match("^max_age (%d+)$"))
+	if not written or not max_age or os.time() - written > max_age then
+		f:close()
+		return nil
+	end
+	if parsed and parsed.written == written then
+		f:close()
+		return parsed
+	end
+	local c = { written = written, cpu_weight = 0, levels = {}, jobs = {} }
+	for line in f:lines() do
+		local est, key = line:match("^job (%d+)\t(.*)$")
+		if est then
+			c.jobs[key] = tonumber(est)
+		else
+			local bound, value = line:match("^level (%d+) (%-?%d+)$")
+			if bound then
+				c.levels[#c.levels + 1] = { tonumber(bound), tonumber(value) }
+			else
+				c.cpu_weight = tonumber(line:match("^cpu_weight (%S+)$")) or c.cpu_weight
+			end
+		end
+	end
+	f:close()
+	parsed = c
+	return c
+end
+
+local function gpu_count(tres)
+	local n = 0
+	for tok in (tres or ""):gmatch("[^,]+") do
+		if tok:find("gpu", 1, true) then
+			n = n + (tonumber(tok:match("[:=](%d+)$")) or 1)
+		end
+	end
+	return n
+end
+
+local function site_factor(job_desc)
+	local c = load_cache()
+	if not c then return nil end
+	local est = c.jobs[(job_desc.user_name or "") .. "\t" .. (job_desc.name or "")]
+	if not est then return nil end
+	if set(job_desc.time_limit) then
+		est = math.min(est, job_desc.time_limit * 60)
+	end
+	local nodes = set(job_desc.min_nodes) and job_desc.min_nodes or 1
+	local gpus = gpu_count(job_desc.tres_per_job)
+	if gpus == 0 then gpus = gpu_count(job_desc.tres_per_node) * nodes end
+	local service
+	if gpus > 0 then
+		service = est * gpus
+	else
+		service = est * (set(job_desc.min_cpus) and job_desc.min_cpus or 1) * c.cpu_weight
+	end
+	for _, level in ipairs(c.levels) do
+		if service <= level[1] then return level[2] end
+	end
+	return nil
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+	local ok, value = pcall(site_factor, job_desc)
+	if not ok then
+		slurm.log_info("slurmsched: job_submit.lua left job untouched: %s", tostring(value))
+	elseif value then
+		job_desc.site_factor = value
+		if job_desc.admin_comment == nil or job_desc.admin_comment == "" then
+			job_desc.admin_comment = "slurmsched:site_factor=" .. value
+		end
+	end
+	return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+	return slurm.SUCCESS
+end
+
+slurm.log_info("slurmsched: job_submit.lua reads %s", CACHE_PATH)
+return slurm.SUCCESS

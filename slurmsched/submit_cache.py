@@ -1,0 +1,172 @@
+"""The small cache file that ``contrib/slurm.conf.d/job_submit.lua`` reads at submit time.
+
+The daemon writes it; slurmctld's Lua plugin reads it on every submission and gives a
+new job the SiteFactor the daemon would set in its next cycle, so most jobs never need
+an ``scontrol update`` at all. Format (text, one record a line, version 1)::
+
+    slurmsched-submit-cache 1
+    written <POSIX seconds, integer>
+    max_age <seconds: the Lua script ignores the file when it is older>
+    cpu_weight <GPU-equivalents per CPU for jobs without GPUs>
+    level <max predicted GPU-seconds> <SiteFactor>      (ascending bounds)
+    job <predicted seconds>\\t<user>\\t<job name>
+
+A job's service is ``min(prediction, time limit) x GPUs`` (CPU jobs: ``x CPUs x
+cpu_weight``); its SiteFactor is the value of the first ``level`` whose bound is at
+least that service. Users or names holding a tab or a line break are left out (the
+job simply gets its value from the daemon's next cycle). The file is replaced
+atomically (write a temporary file beside it, fsync, rename), so slurmctld never
+reads a half-written cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from slurmsched.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+#: File name the Lua script looks for in its own directory.
+CACHE_FILE_NAME = "slurmsched-submit.cache"
+MAGIC = "slurmsched-submit-cache 1"
+#: Largest service bound written (GPU-seconds); the last level always uses it.
+MAX_SERVICE_S = 10 ** 12
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitEstimate:
+    """Predicted run time for the next job a user submits under a job name."""
+
+    user: str
+    name: str
+    estimate_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitCache:
+    """Everything the Lua script needs, as written to (or read from) the cache file.
+
+    Attributes:
+        written_at: POSIX seconds when the daemon wrote it.
+        max_age_s: after this many seconds the Lua script ignores the file (fail-open).
+        cpu_weight: GPU-equivalents per CPU for jobs that request no GPU.
+        levels: ``(max service GPU-seconds, SiteFactor)`` pairs, bounds ascending.
+        estimates: one predicted run time per (user, job name).
+    """
+
+    written_at: int
+    max_age_s: int
+    cpu_weight: float
+    levels: tuple[tuple[int, int], ...]
+    estimates: tuple[SubmitEstimate, ...]
+
+
+def levels_from(value_of: Callable[[float], int], *, low_s: float = 1.0,
+                high_s: float = float(MAX_SERVICE_S), steps_per_doubling: int = 4) -> tuple[tuple[int, int], ...]:
+    """Sample a monotone service -> SiteFactor mapping into a step table.
+
+    ``value_of`` is evaluated on a geometric grid (``steps_per_doubling`` points per
+    factor of two, i.e. within 19 % of any service); consecutive grid points with the
+    same value collapse into one level whose bound is the last of them.
+    """
+    ratio = 2.0 ** (1.0 / steps_per_doubling)
+    count = int(math.ceil(math.log(high_s / low_s, ratio))) + 1
+    levels: list[tuple[int, int]] = []
+    for i in range(count):
+        bound = min(high_s, low_s * ratio ** i)
+        value, ceiling = int(value_of(bound)), int(math.ceil(bound))
+        if levels and levels[-1][1] == value:
+            levels[-1] = (ceiling, value)
+        elif not levels or ceiling > levels[-1][0]:
+            levels.append((ceiling, value))
+    levels[-1] = (MAX_SERVICE_S, levels[-1][1])
+    return tuple(levels)
+
+
+def _safe(text: str) -> bool:
+    return not any(c in text for c in "\t\r\n")
+
+
+def render(cache: SubmitCache) -> str:
+    """The file content for ``cache`` (entries with a tab or line break are dropped)."""
+    lines = [MAGIC, f"written {int(cache.written_at)}", f"max_age {int(cache.max_age_s)}",
+             f"cpu_weight {cache.cpu_weight:g}"]
+    lines += [f"level {int(bound)} {int(value)}" for bound, value in cache.levels]
+    lines += [f"job {max(1, int(e.estimate_s))}\t{e.user}\t{e.name}"
+              for e in cache.estimates if _safe(e.user) and _safe(e.name)]
+    return "\n".join(lines) + "\n"
+
+
+def write_submit_cache(path: str | os.PathLike[str], cache: SubmitCache) -> None:
+    """Atomically replace the cache file at ``path`` (mode 0644).
+
+    Raises:
+        StoreError: the directory does not exist or is not writable.
+    """
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as exc:
+        raise StoreError(f"cannot write submit cache {target}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(render(cache))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise StoreError(f"cannot write submit cache {target}: {exc.strerror}") from None
+    log.debug("wrote submit cache %s (%d levels, %d estimates)", target, len(cache.levels), len(cache.estimates))
+
+
+def _parse_lines(lines: Iterable[str], path: Path) -> SubmitCache:
+    it = iter(lines)
+    if next(it, None) != MAGIC:
+        raise StoreError(f"submit cache {path} is not a slurmsched cache (bad first line)")
+    header: dict[str, str] = {}
+    levels: list[tuple[int, int]] = []
+    estimates: list[SubmitEstimate] = []
+    for lineno, line in enumerate(it, start=2):
+        key, _, rest = line.partition(" ")
+        try:
+            if key == "level":
+                bound, value = rest.split(" ")
+                levels.append((int(bound), int(value)))
+            elif key == "job":
+                est, user, name = rest.split("\t", 2)
+                estimates.append(SubmitEstimate(user, name, int(est)))
+            else:
+                header[key] = rest
+        except ValueError:
+            raise StoreError(f"submit cache {path} line {lineno} is malformed: {line[:80]!r}") from None
+    try:
+        return SubmitCache(written_at=int(header["written"]), max_age_s=int(header["max_age"]),
+                           cpu_weight=float(header.get("cpu_weight", "0")), levels=tuple(levels),
+                           estimates=tuple(estimates))
+    except (KeyError, ValueError):
+        raise StoreError(f"submit cache {path} has no valid written/max_age header") from None
+
+
+def read_submit_cache(path: str | os.PathLike[str]) -> SubmitCache | None:
+    """Read a cache file back (``None`` when it does not exist).
+
+    Raises:
+        StoreError: the file exists but cannot be read or parsed.
+    """
+    target = Path(path)
+    try:
+        text = target.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"cannot read submit cache {target}: {exc}") from None
+    return _parse_lines(text.splitlines(), target)

@@ -1,0 +1,183 @@
+"""The JSON-CLI gateway: Slurm's own client commands, run as argument lists.
+
+Works with every Slurm from 21.08 on (JSON output of both shapes, see
+:mod:`slurmsched.gateway.parse`). What one daemon cycle costs slurmctld and this host:
+
+``snapshot()`` runs four commands, one RPC each:
+    1. ``scontrol show config`` (priority weights, topology; a few ms),
+    2. ``sprio -h -o %i|%S|%Y`` (SiteFactor of pending jobs; only under
+       ``priority/multifactor``; ~0.02 s at 10,000 jobs),
+    3. ``squeue --json -a`` (every job; 22.05 ignores filters, so finished jobs are
+       dropped here; the dominant cost: ~2 s and ~0.5 GB client RSS at 10,000 jobs),
+    4. ``sinfo --json -a`` (nodes; ~0.01 s).
+``finished_since(t)`` runs one ``sacct --json -X -D -a -S <t> -E now -s <terminal states>``
+(slurmdbd, not slurmctld; ~0.35 s).
+``scheduler_config()`` runs ``scontrol show config``.
+``apply(actions)`` runs one ``scontrol update JobId=a,b,... SiteFactor=V`` per distinct
+value (at most :data:`SITE_FACTOR_BATCH` ids each; ~1.2 ms a job) and one ``scontrol
+update`` per constraint action (~6 ms each). See ``docs/slurm-cost.md`` for measured figures.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Mapping, Sequence
+
+from slurmsched.errors import InvalidAction, SlurmError
+from slurmsched.gateway.argv import site_factor_argv, update_argv
+from slurmsched.gateway.commands import CommandResult, SlurmCommands
+from slurmsched.gateway.parse import parse_sacct, parse_sinfo, parse_squeue
+from slurmsched.gateway.slurm_config import parse_show_config, scheduler_config
+from slurmsched.gateway.sprio import SPRIO_ARGS, parse_sprio
+from slurmsched.model import Action, ActionOutcome, ClusterSnapshot, JobRecord, SchedulerConfig, SetSiteFactor
+
+log = logging.getLogger(__name__)
+
+#: Most job ids in one ``scontrol update JobId=...`` (keeps argv far below Linux's 128 KiB per argument).
+SITE_FACTOR_BATCH = 1000
+#: ``sacct -s``: every terminal state, plus REQUEUED for the attempts before a requeue.
+TERMINAL_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RQ,TO"
+_PER_JOB_ERROR = re.compile(r"^(?P<message>.+?) for job (?P<job>\d+)\s*$")
+
+
+class CliGateway:
+    """:class:`~slurmsched.gateway.protocol.SlurmGateway` over Slurm's client commands.
+
+    Args:
+        slurm_conf: ``slurm.conf`` to use (exported as ``SLURM_CONF``); ``None`` keeps the
+            environment's.
+        bin_dir: directory of ``squeue``/``scontrol``...; ``None`` searches ``PATH``.
+        timeout_s: seconds before a command counts as unreachable.
+        env: extra environment for the commands (laid over this process's).
+    """
+
+    def __init__(self, slurm_conf: str | None = None, bin_dir: str | None = None,
+                 timeout_s: float = 60, env: Mapping[str, str] | None = None) -> None:
+        self.commands = SlurmCommands(bin_dir=bin_dir, slurm_conf=slurm_conf, timeout_s=timeout_s, env=env)
+
+    # --- reads ----------------------------------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        """Pending and running jobs with their SiteFactor, nodes and scheduler config.
+
+        Runs ``scontrol show config``, ``sprio``, ``squeue --json`` and ``sinfo --json``.
+
+        Raises:
+            SlurmCommandNotFound, SlurmUnavailable, SlurmCommandFailed, SlurmParseError.
+        """
+        taken_at = time.time()
+        cluster, config = self.read_config()
+        factors = self.site_factors(config)
+        jobs = parse_squeue(self.commands.run("squeue", ("--json", "-a")).stdout, factors)
+        nodes = parse_sinfo(self.commands.run("sinfo", ("--json", "-a")).stdout)
+        return ClusterSnapshot(taken_at=taken_at, cluster=cluster, jobs=tuple(jobs), nodes=tuple(nodes),
+                               config=config)
+
+    def scheduler_config(self) -> SchedulerConfig:
+        """Priority weights, ``PriorityMaxAge``, topology plugin, ``max_switch_wait``.
+
+        Runs ``scontrol show config``.
+        """
+        return self.read_config()[1]
+
+    def read_config(self) -> tuple[str, SchedulerConfig]:
+        """``ClusterName`` and the scheduler configuration, from ``scontrol show config``."""
+        values = parse_show_config(self.commands.run("scontrol", ("show", "config")).text)
+        return values.get("ClusterName", ""), scheduler_config(values)
+
+    def site_factors(self, config: SchedulerConfig) -> dict[int, int]:
+        """Job id -> SiteFactor of pending jobs, from ``sprio -h -o %i|%S|%Y``.
+
+        Empty (and sprio is not run) unless ``PriorityType=priority/multifactor``.
+        """
+        if config.priority_type != "priority/multifactor":
+            return {}
+        return parse_sprio(self.commands.run("sprio", SPRIO_ARGS).text)
+
+    def finished_since(self, since: float) -> list[JobRecord]:
+        """Job attempts that ended at or after ``since``, from accounting.
+
+        Runs ``sacct --json -X -D -a -S <since> -E now -s <terminal states>``: allocations
+        only, one record per attempt of a requeued job (the earlier ones in state
+        REQUEUED), every user. "Nothing found" (9003) is an empty list. ``since`` is
+        rounded down to the second (sacct's resolution), so callers may see a record
+        again; records that ended before ``since`` are dropped.
+
+        Raises:
+            SlurmCommandNotFound, SlurmUnavailable, SlurmCommandFailed, SlurmParseError.
+        """
+        start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(int(since)))
+        args = ("--json", "-X", "-D", "-a", "-S", start, "-E", "now", "-s", TERMINAL_STATES)
+        records = parse_sacct(self.commands.run("sacct", args).stdout)
+        floor = float(int(since))
+        return [r for r in records if r.end_time is not None and r.end_time >= floor]
+
+    # --- writes ---------------------------------------------------------------------
+
+    def apply(self, actions: Sequence[Action]) -> list[ActionOutcome]:
+        """Apply actions; one outcome per action, in the order given. Never raises.
+
+        SiteFactor actions that share a value go out as one ``scontrol update
+        JobId=a,b,c SiteFactor=V`` (chunks of :data:`SITE_FACTOR_BATCH`); Slurm's
+        per-job complaints (``Invalid job id specified for job N``) are attributed to
+        their jobs and the rest of the batch counts as applied. Every other action is one
+        ``scontrol update``. An action with a value that must not be sent is refused
+        without calling Slurm.
+        """
+        outcomes: list[ActionOutcome | None] = [None] * len(actions)
+        groups: dict[int, list[int]] = {}
+        for index, action in enumerate(actions):
+            if isinstance(action, SetSiteFactor) and isinstance(action.value, int):
+                groups.setdefault(action.value, []).append(index)
+            else:
+                outcomes[index] = self._apply_one(action)
+        for value, indexes in groups.items():
+            for start in range(0, len(indexes), SITE_FACTOR_BATCH):
+                chunk = indexes[start:start + SITE_FACTOR_BATCH]
+                for index, outcome in zip(chunk, self._apply_site_factor([actions[i] for i in chunk], value)):
+                    outcomes[index] = outcome
+        return [o for o in outcomes if o is not None]
+
+    def _apply_one(self, action: Action) -> ActionOutcome:
+        try:
+            result = self.commands.run("scontrol", update_argv(action), check=False)
+        except (InvalidAction, SlurmError) as exc:
+            return ActionOutcome(action, False, str(exc))
+        if result.returncode == 0:
+            return ActionOutcome(action, True, "")
+        return ActionOutcome(action, False, _job_message(result.first_error_line))
+
+    def _apply_site_factor(self, actions: list[SetSiteFactor], value: int) -> list[ActionOutcome]:
+        try:
+            argv = site_factor_argv([a.job_id for a in actions], value)
+        except InvalidAction:
+            return [self._apply_one(a) for a in actions]  # find and refuse the bad one(s)
+        try:
+            result = self.commands.run("scontrol", argv, check=False)
+        except SlurmError as exc:
+            return [ActionOutcome(a, False, str(exc)) for a in actions]
+        if result.returncode == 0:
+            return [ActionOutcome(a, True, "") for a in actions]
+        failures = _per_job_errors(result)
+        if not failures:
+            message = result.first_error_line
+            return [ActionOutcome(a, False, message) for a in actions]
+        return [ActionOutcome(a, a.job_id not in failures, failures.get(a.job_id, "")) for a in actions]
+
+
+def _per_job_errors(result: CommandResult) -> dict[int, str]:
+    """``Invalid job id specified for job 7`` lines of a batched update -> {7: message}."""
+    failures: dict[int, str] = {}
+    for line in result.stderr.splitlines():
+        match = _PER_JOB_ERROR.match(line.strip())
+        if match:
+            failures[int(match["job"])] = match["message"]
+    return failures
+
+
+def _job_message(line: str) -> str:
+    """Slurm's text without the trailing ``for job N`` (the outcome names its job)."""
+    match = _PER_JOB_ERROR.match(line)
+    return match["message"] if match else line

@@ -1,0 +1,128 @@
+"""Runs Slurm's client commands as argument lists and turns failures into typed errors.
+
+Never through a shell: every call is ``subprocess.run([binary, *args])``, so job names,
+features and node lists reach Slurm byte for byte. Errors:
+
+* the binary is missing (or not executable) -> :class:`SlurmCommandNotFound`;
+* the command ran past the timeout, or Slurm says the controller/database cannot be
+  reached -> :class:`SlurmUnavailable`;
+* any other non-zero exit -> :class:`SlurmCommandFailed` with the first line of stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from slurmsched.errors import SlurmCommandFailed, SlurmCommandNotFound, SlurmUnavailable
+
+log = logging.getLogger(__name__)
+
+#: Substrings of Slurm's stderr that mean "the daemon is not there", not "you asked wrong".
+UNREACHABLE_MARKERS = (
+    "Unable to contact slurm controller",
+    "Connection refused",
+    "Connection timed out",
+    "Socket timed out",
+    "Zero Bytes were transmitted or received",
+    "Communication connection failure",
+    "Problem talking to the database",
+    "failed to open persistent connection",
+    "Unable to connect to database",
+    "slurmdbd: Connection",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What one command returned: exit status, raw stdout, decoded stderr, seconds taken."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: bytes
+    stderr: str
+    seconds: float
+
+    @property
+    def text(self) -> str:
+        """stdout decoded as UTF-8 (undecodable bytes replaced)."""
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def first_error_line(self) -> str:
+        """The first non-empty line of stderr (else of stdout), for one-line messages."""
+        for line in (*self.stderr.splitlines(), *self.text.splitlines()):
+            if line.strip():
+                return line.strip()
+        return f"exit status {self.returncode}"
+
+    @property
+    def unreachable(self) -> bool:
+        """True when stderr says slurmctld/slurmdbd could not be reached."""
+        return any(marker in self.stderr for marker in UNREACHABLE_MARKERS)
+
+
+class SlurmCommands:
+    """Locates and runs Slurm client commands with one environment and one timeout.
+
+    Args:
+        bin_dir: directory holding ``squeue`` & co.; ``None`` searches ``$PATH``.
+        slurm_conf: exported as ``SLURM_CONF`` when given.
+        timeout_s: seconds before a command counts as unreachable (it is killed).
+        env: extra environment entries, laid over this process's environment.
+    """
+
+    def __init__(self, bin_dir: str | None = None, slurm_conf: str | None = None,
+                 timeout_s: float = 60.0, env: Mapping[str, str] | None = None) -> None:
+        self.bin_dir = bin_dir or None
+        self.timeout_s = timeout_s
+        self.env = {**os.environ, **(env or {})}
+        if slurm_conf:
+            self.env["SLURM_CONF"] = slurm_conf
+
+    def binary(self, name: str) -> str:
+        """The path (or bare name, searched on ``PATH``) that runs command ``name``."""
+        return os.path.join(self.bin_dir, name) if self.bin_dir else name
+
+    def run(self, name: str, args: Sequence[str], *, check: bool = True) -> CommandResult:
+        """Run ``name args...`` and return its result.
+
+        Args:
+            name: the Slurm command (``squeue``, ``scontrol`` ...).
+            args: its arguments, passed as they are (no shell, no quoting).
+            check: raise on a non-zero exit; with ``False`` only a missing binary, a
+                timeout and an unreachable daemon raise, other failures are returned.
+
+        Raises:
+            SlurmCommandNotFound: the binary does not exist or is not executable.
+            SlurmUnavailable: timeout, or Slurm reports the daemon unreachable.
+            SlurmCommandFailed: non-zero exit (only with ``check=True``).
+        """
+        argv = (self.binary(name), *args)
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(argv, capture_output=True, env=self.env, timeout=self.timeout_s,
+                                  stdin=subprocess.DEVNULL, check=False)
+        except (FileNotFoundError, NotADirectoryError):
+            where = self.bin_dir or "PATH"
+            raise SlurmCommandNotFound(f"{name} not found in {where} (is slurm-client installed?)") from None
+        except PermissionError:
+            raise SlurmCommandNotFound(f"{self.binary(name)} is not executable") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmUnavailable(f"{name} did not answer within {self.timeout_s:g} s "
+                                   "(slurmctld down or overloaded?)") from None
+        result = CommandResult(argv=argv, returncode=proc.returncode, stdout=proc.stdout,
+                               stderr=proc.stderr.decode("utf-8", "replace"),
+                               seconds=time.monotonic() - started)
+        log.debug("%s %s: exit %d in %.3f s, %d bytes", name, args[:2], result.returncode,
+                  result.seconds, len(result.stdout))
+        if result.returncode != 0:
+            if result.unreachable:
+                raise SlurmUnavailable(f"{name}: {result.first_error_line}")
+            if check:
+                raise SlurmCommandFailed(f"{name} failed: {result.first_error_line}")
+        return result

@@ -1,0 +1,36 @@
+"""``make_gateway(config)``: the configured :class:`SlurmGateway` backend."""
+
+from __future__ import annotations
+
+from slurmsched.config import Config
+from slurmsched.errors import ConfigError
+from slurmsched.gateway.cli_backend import CliGateway
+from slurmsched.gateway.protocol import SlurmGateway
+from slurmsched.gateway.pyslurm_backend import PyslurmGateway, import_pyslurm
+
+
+def pyslurm_available() -> bool:
+    """True when ``import pyslurm`` works (it can fail on a Slurm version mismatch)."""
+    try:
+        import_pyslurm()
+    except ConfigError:
+        return False
+    return True
+
+
+def make_gateway(config: Config) -> SlurmGateway:
+    """Build the backend named by ``slurm.backend``.
+
+    ``cli`` (default) is :class:`CliGateway`; ``pyslurm`` is
+    :class:`~slurmsched.gateway.pyslurm_backend.PyslurmGateway`; ``auto`` picks pyslurm
+    when it imports, else the CLI. ``slurm.conf``, ``slurm.bin_dir`` and
+    ``slurm.timeout_s`` are passed to either.
+
+    Raises:
+        ConfigError: ``pyslurm`` was asked for and cannot be imported.
+    """
+    slurm = config.slurm
+    kwargs = {"slurm_conf": slurm.conf or None, "bin_dir": slurm.bin_dir or None, "timeout_s": slurm.timeout_s}
+    if slurm.backend == "pyslurm" or (slurm.backend == "auto" and pyslurm_available()):
+        return PyslurmGateway(**kwargs)
+    return CliGateway(**kwargs)

@@ -1,0 +1,438 @@
+"""Slurm's JSON (``squeue``/``sinfo``/``sacct --json``) -> domain dataclasses.
+
+Handles both shapes Slurm has used:
+
+* **21.08-23.02** (``openapi/v0.0.37``/``v0.0.38``, e.g. Debian 12's 22.05): numbers are
+  plain, ``null`` or ``0`` when unset; ``job_state`` is a string; GRES look like
+  ``gres:gpu:a100:2``; ``sinfo`` lists ``nodes``.
+* **23.11+** (``data_parser/v0.0.40`` ...): numbers are ``{"set", "infinite", "number"}``
+  objects, ``job_state`` is a list (base state plus flags), GRES look like
+  ``gres/gpu:a100:2``; ``sinfo`` lists aggregated ``sinfo`` rows, which are expanded to
+  one record per node.
+
+Conventions: times are POSIX seconds as ``float`` (unset -> ``None``); time limits are
+seconds (``None`` when unlimited); ``memory_mb`` is the job's total requested memory;
+``gpus`` is the job's total GPUs (allocated for running jobs, requested otherwise) and
+``gpu_type`` the requested type, else the allocated one. ``squeue`` has no SiteFactor:
+callers pass the ``sprio`` values in.
+
+Strictness: a document that is not JSON, lacks its top-level list, or has a job whose
+fields have the wrong type raises :class:`SlurmParseError` with a one-line message
+naming the command, the job and the problem. Work per job is only building the record.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Mapping, TypeVar
+
+from slurmsched.errors import SlurmCommandFailed, SlurmParseError
+from slurmsched.gateway.gres import gpu_count, gpu_type_of, gpus_from_tres, gpus_from_tres_list, parse_gres
+from slurmsched.model import GresRequest, JobRecord, JobState, NodeRecord
+
+T = TypeVar("T")
+
+#: Slurm's NO_VAL / INFINITE sentinels for 32-bit fields (21.08-23.02 leak them as numbers).
+_SENTINELS = (0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF)
+#: slurmctld's stand-in for an INFINITE time limit (minutes).
+YEAR_MINUTES = 365 * 24 * 60
+#: accounting error "Nothing found" (sacct with no matching job on 23.02+).
+NOTHING_FOUND = 9003
+
+_BASE_STATES = {s.value for s in JobState} - {"COMPLETING", "REQUEUED", "OTHER"}
+
+
+def _num(value: Any) -> Any:
+    """Unwrap ``{"set", "infinite", "number"}``; unset, infinite and sentinels -> ``None``."""
+    if type(value) is dict:
+        if value.get("infinite") or not value.get("set"):
+            return None
+        value = value.get("number")
+    if value in _SENTINELS:
+        return None
+    return value
+
+
+def _int(value: Any) -> int | None:
+    value = _num(value)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {value!r}")
+    return int(value)
+
+
+def _time(value: Any) -> float | None:
+    """A POSIX time; Slurm's ``0`` means "not set"."""
+    value = _int(value)
+    return float(value) if value else None
+
+
+def _minutes(value: Any) -> int | None:
+    """A time limit in minutes -> seconds; unset or unlimited -> ``None``.
+
+    slurmctld stores an INFINITE limit as 365 days (``YEAR_MINUTES``), so that is
+    reported as unlimited too.
+    """
+    value = _int(value)
+    return value * 60 if value is not None and value != YEAR_MINUTES else None
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def job_state(value: Any) -> JobState:
+    """``"PENDING"`` or ``["RUNNING", "COMPLETING"]`` -> a :class:`JobState`.
+
+    From a list, ``COMPLETING`` wins (as 22.05 would have printed it), else the base state.
+    """
+    if isinstance(value, str):
+        return JobState.parse(value)
+    if not isinstance(value, list):
+        raise TypeError(f"job_state must be a string or list, got {value!r}")
+    if "COMPLETING" in value:
+        return JobState.COMPLETING
+    for item in value:
+        if item in _BASE_STATES:
+            return JobState(item)
+    return JobState.parse(value[0]) if value else JobState.OTHER
+
+
+def _reason(value: Any) -> str:
+    text = _text(value)
+    return "" if text == "None" else text
+
+
+def decode_json(raw: bytes | str, command: str) -> dict[str, Any]:
+    """Decode one JSON object printed by ``command``.
+
+    Raises:
+        SlurmParseError: not JSON, or not an object.
+    """
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise SlurmParseError(f"{command}: output is not valid JSON ({exc.msg} at line {exc.lineno} "
+                              f"column {exc.colno})") from None
+    if not isinstance(doc, dict):
+        raise SlurmParseError(f"{command}: expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def require_list(doc: dict[str, Any], command: str, key: str) -> list[Any]:
+    """The top-level list ``key`` of a decoded document, honouring Slurm's ``errors``.
+
+    "Nothing found" (error 9003, or that text) yields an empty list; any other error
+    Slurm reports in the document raises.
+
+    Raises:
+        SlurmParseError: ``key`` missing or not a list.
+        SlurmCommandFailed: the document carries an error from Slurm and no data.
+    """
+    for error in doc.get("errors") or ():
+        if not isinstance(error, dict):
+            continue
+        number = error.get("error_number", error.get("errno"))
+        text = error.get("description") or error.get("error") or f"error {number}"
+        if number == NOTHING_FOUND or text == "Nothing found":
+            return doc.get(key) or []
+        if not doc.get(key):
+            raise SlurmCommandFailed(f"{command}: {text}")
+    items = doc.get(key)
+    if not isinstance(items, list):
+        raise SlurmParseError(f"{command}: no top-level '{key}' list in its JSON output")
+    return items
+
+
+def _label(item: Any, index: int) -> str:
+    if isinstance(item, dict):
+        if "job_id" in item:
+            return f"job {item['job_id']!r}"
+        if isinstance(item.get("name"), str):
+            return f"node {item['name']!r}"
+    return f"item {index}"
+
+
+def _each(items: Iterable[Any], command: str, build: Callable[[Any], T | None]) -> list[T]:
+    """Build one record per item; a malformed item raises a one-line SlurmParseError."""
+    out: list[T] = []
+    for index, item in enumerate(items):
+        try:
+            record = build(item)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise SlurmParseError(f"{command}: {_label(item, index)}: {detail}") from None
+        if record is not None:
+            out.append(record)
+    return out
+
+
+# --- squeue -------------------------------------------------------------------------
+
+def parse_squeue(raw: bytes | str, site_factors: Mapping[int, int] | None = None,
+                 *, include_finished: bool = False) -> list[JobRecord]:
+    """Parse ``squeue --json`` into live jobs.
+
+    Args:
+        raw: the command's stdout.
+        site_factors: job id -> SiteFactor (from ``sprio``), set on pending jobs.
+        include_finished: keep jobs in terminal states (22.05 lists them for
+            ``MinJobAge`` seconds and ignores ``-t``); by default they are dropped.
+
+    Raises:
+        SlurmParseError: see module docstring.
+    """
+    jobs = require_list(decode_json(raw, "squeue --json"), "squeue --json", "jobs")
+    factors = site_factors or {}
+
+    def build(job: Mapping[str, Any]) -> JobRecord | None:
+        state = job_state(job["job_state"])
+        if state.finished and not include_finished:
+            return None
+        return _squeue_job(job, state, factors)
+
+    return _each(jobs, "squeue --json", build)
+
+
+def _squeue_job(job: Mapping[str, Any], state: JobState, factors: Mapping[int, int]) -> JobRecord:
+    job_id = int(job["job_id"])
+    started = state is not JobState.PENDING
+    nodes = _int(job.get("node_count")) or 1
+    cpus = _int(job.get("cpus")) or 1
+    gres = parse_gres(_text(job.get("tres_per_node")))
+    alloc = _text(job.get("tres_alloc_str"))
+    gpus, alloc_type = gpus_from_tres(alloc) if started and alloc else (0, None)
+    req_gpus, req_type = gpus_from_tres(_text(job.get("tres_req_str")))
+    if not (started and alloc):
+        gpus = req_gpus or _gpus_from_request(job, gres, nodes)
+    gpu_type = _requested_type(job, gres) or req_type or alloc_type
+    array_job = _int(job.get("array_job_id"))
+    return JobRecord(
+        job_id=job_id,
+        user=_text(job.get("user_name")) or str(job.get("user_id", "")),
+        submit_time=float(_int(job["submit_time"]) or 0),
+        name=_text(job.get("name")),
+        cluster=_text(job.get("cluster")),
+        array_job_id=array_job or None,
+        array_task_id=_int(job.get("array_task_id")),
+        account=_text(job.get("account")),
+        partition=_text(job.get("partition")),
+        qos=_text(job.get("qos")),
+        state=state,
+        reason=_reason(job.get("state_reason")),
+        eligible_time=_time(job.get("eligible_time")),
+        start_time=_time(job.get("start_time")) if started else None,
+        end_time=_time(job.get("end_time")) if state.finished else None,
+        time_limit_s=_minutes(job.get("time_limit")),
+        nodes=nodes,
+        cpus=cpus,
+        memory_mb=_memory_mb(job, nodes, cpus),
+        gpus=gpus,
+        gpu_type=gpu_type,
+        gres_per_node=gres,
+        features=_text(job.get("features")),
+        excluded_nodes=_text(job.get("excluded_nodes")),
+        node_list=_text(job.get("nodes")),
+        switches=_int(job.get("required_switches")),
+        switch_wait_s=_int(job.get("maximum_switch_wait_time")),
+        priority=_int(job.get("priority")),
+        site_factor=factors.get(job_id) if state is JobState.PENDING else None,
+        nice=_int(job.get("nice")) or 0,
+        restart_count=_int(job.get("restart_cnt")) or 0,
+    )
+
+
+def _gpus_from_request(job: Mapping[str, Any], per_node: tuple[GresRequest, ...], nodes: int) -> int:
+    """GPUs from the ``tres_per_*`` request fields when no TRES string says it."""
+    per_task = gpu_count(parse_gres(_text(job.get("tres_per_task"))))
+    return (gpu_count(per_node) * nodes + gpu_count(parse_gres(_text(job.get("tres_per_job"))))
+            + per_task * (_int(job.get("tasks")) or 1))
+
+
+def _requested_type(job: Mapping[str, Any], per_node: tuple[GresRequest, ...]) -> str | None:
+    return gpu_type_of(per_node) or gpu_type_of(parse_gres(_text(job.get("tres_per_job"))))
+
+
+def _memory_mb(job: Mapping[str, Any], nodes: int, cpus: int) -> int | None:
+    per_node = _int(job.get("memory_per_node"))
+    if per_node:
+        return per_node * nodes
+    per_cpu = _int(job.get("memory_per_cpu"))
+    return per_cpu * cpus if per_cpu else None
+
+
+# --- sinfo --------------------------------------------------------------------------
+
+def parse_sinfo(raw: bytes | str) -> list[NodeRecord]:
+    """Parse ``sinfo --json`` (or ``scontrol show nodes --json``) into one record per node.
+
+    22.05 lists ``nodes``; 23.11+ ``sinfo --json`` lists aggregated rows (nodes with the
+    same state and resources, once per partition), which are merged per node name:
+    partitions are united, CPUs in use split evenly across the row's nodes.
+
+    Raises:
+        SlurmParseError: see module docstring.
+    """
+    doc = decode_json(raw, "sinfo --json")
+    if "sinfo" not in doc:
+        return _each(require_list(doc, "sinfo --json", "nodes"), "sinfo --json", _node)
+    merged: dict[str, NodeRecord] = {}
+    for row_nodes in _each(require_list(doc, "sinfo --json", "sinfo"), "sinfo --json", _sinfo_row):
+        for node in row_nodes:
+            seen = merged.get(node.name)
+            if seen is not None:
+                extra = tuple(p for p in node.partitions if p not in seen.partitions)
+                node = replace(seen, partitions=seen.partitions + extra)
+            merged[node.name] = node
+    return list(merged.values())
+
+
+def _state_words(state: Any, flags: Any = ()) -> tuple[str, ...]:
+    words = [state] if isinstance(state, str) else list(state or ())
+    words += list(flags or ())
+    return tuple(w.upper() for w in words if w)
+
+
+def _features(value: Any) -> tuple[str, ...]:
+    return tuple(f for f in _text(value).split(",") if f)
+
+
+def _node(node: Mapping[str, Any]) -> NodeRecord:
+    partitions = node.get("partitions") or ()
+    if isinstance(partitions, str):
+        partitions = partitions.split(",")
+    return NodeRecord(
+        name=_text(node["name"]),
+        state=_state_words(node.get("state"), node.get("state_flags")),
+        partitions=tuple(partitions),
+        cpus=_int(node.get("cpus")) or 0,
+        cpus_alloc=_int(node.get("alloc_cpus")) or 0,
+        memory_mb=_int(node.get("real_memory")) or 0,
+        features=_features(node.get("active_features") or node.get("features")),
+        gres=parse_gres(_text(node.get("gres"))),
+        gres_used=parse_gres(_text(node.get("gres_used"))),
+    )
+
+
+def _sinfo_row(row: Mapping[str, Any]) -> list[NodeRecord]:
+    names = row["nodes"]["nodes"]
+    cpus = row.get("cpus") or {}
+    memory = row.get("memory") or {}
+    features = row.get("features") or {}
+    gres = row.get("gres") or {}
+    partition = (row.get("partition") or {}).get("name")
+    count = max(1, len(names))
+    return [NodeRecord(
+        name=name,
+        state=_state_words((row.get("node") or {}).get("state")),
+        partitions=(partition,) if partition else (),
+        cpus=_int(cpus.get("maximum")) or 0,
+        cpus_alloc=(_int(cpus.get("allocated")) or 0) // count,
+        memory_mb=_int(memory.get("maximum")) or 0,
+        features=_features(features.get("active") or features.get("total")),
+        gres=parse_gres(_text(gres.get("total"))),
+        gres_used=parse_gres(_text(gres.get("used"))),
+    ) for name in names]
+
+
+# --- sacct --------------------------------------------------------------------------
+
+def parse_sacct(raw: bytes | str) -> list[JobRecord]:
+    """Parse ``sacct --json`` (allocations, ``-X``) into one record per job attempt.
+
+    With ``--duplicates`` a requeued job has one entry per attempt; where Slurm does
+    not carry ``restart_cnt`` (22.05) the attempts of one job id are numbered in
+    submit/start order. Steps are ignored. "Nothing found" (error 9003) is empty.
+
+    Raises:
+        SlurmParseError: see module docstring.
+    """
+    jobs = require_list(decode_json(raw, "sacct --json"), "sacct --json", "jobs")
+    records = _each(jobs, "sacct --json", _sacct_job)
+    if jobs and isinstance(jobs[0], dict) and "restart_cnt" not in jobs[0]:
+        records = _number_attempts(records)
+    return records
+
+
+def _sacct_job(job: Mapping[str, Any]) -> JobRecord:
+    times = job["time"]
+    state_info = job["state"]
+    state = job_state(state_info["current"])
+    tres = job.get("tres") or {}
+    req_gpus, req_type = gpus_from_tres_list(tres.get("requested"))
+    alloc_gpus, alloc_type = gpus_from_tres_list(tres.get("allocated"))
+    required = job.get("required") or {}
+    array = job.get("array") or {}
+    nodes_text = _text(job.get("nodes"))
+    requested = {e["type"]: _int(e.get("count")) for e in tres.get("requested") or () if e["type"] != "gres"}
+    return JobRecord(
+        job_id=int(job["job_id"]),
+        user=_text(job.get("user")),
+        submit_time=float(_int(times["submission"]) or 0),
+        name=_text(job.get("name")),
+        cluster=_text(job.get("cluster")),
+        array_job_id=_int(array.get("job_id")) or None,
+        array_task_id=_int(array.get("task_id")),
+        account=_text(job.get("account")),
+        partition=_text(job.get("partition")),
+        qos=_text(job.get("qos")),
+        state=state,
+        reason=_reason(state_info.get("reason")),
+        eligible_time=_time(times.get("eligible")),
+        start_time=_time(times.get("start")),
+        end_time=_time(times.get("end")),
+        time_limit_s=_minutes(times.get("limit")),
+        nodes=_int(job.get("allocation_nodes")) or requested.get("node") or 1,
+        cpus=_int(required.get("CPUs")) or requested.get("cpu") or 1,
+        memory_mb=requested.get("mem"),
+        gpus=alloc_gpus or req_gpus,
+        gpu_type=req_type or alloc_type,
+        features=_text(job.get("constraints")),
+        node_list="" if nodes_text == "None assigned" else nodes_text,
+        priority=_int(job.get("priority")),
+        restart_count=_int(job.get("restart_cnt")) or 0,
+        exit_code=_exit_code(job.get("exit_code"), state),
+    )
+
+
+def _exit_code(value: Any, state: JobState) -> int | None:
+    """``{"status", "return_code", "signal"}`` -> the script's status; a signal N -> 128+N.
+
+    22.05's JSON (``status`` a string) reports ``SUCCESS``/0 even for failed jobs, so
+    there a zero is believed only for COMPLETED jobs and is ``None`` otherwise.
+    """
+    if not isinstance(value, dict):
+        return _int(value)
+    status = value.get("status")
+    if isinstance(status, str):
+        code = _int(value.get("return_code"))
+        return None if code == 0 and state is not JobState.COMPLETED else code
+    if "SIGNALED" in (status or ()):
+        signal = value.get("signal") or {}
+        number = _int(signal.get("id", signal.get("signal_id")))
+        if number is not None:
+            return 128 + number
+    return _int(value.get("return_code"))
+
+
+def _number_attempts(records: list[JobRecord]) -> list[JobRecord]:
+    """Give repeated entries of one job id (requeued attempts) increasing restart counts."""
+    by_id: dict[int, list[int]] = {}
+    for index, record in enumerate(records):
+        by_id.setdefault(record.job_id, []).append(index)
+    out = list(records)
+    for indexes in by_id.values():
+        if len(indexes) < 2:
+            continue
+        ordered = sorted(indexes, key=lambda i: (records[i].start_time or float("inf"), i))
+        for attempt, index in enumerate(ordered):
+            out[index] = replace(records[index], restart_count=attempt)
+    return out

@@ -57,14 +57,18 @@ class DbSection:
     Attributes:
         url: SQLAlchemy URL; empty means SQLite at ``<daemon.state_dir>/slurmsched.db``.
             PostgreSQL: ``postgresql+psycopg://user@host/dbname``.
+        busy_timeout_s: seconds SQLite waits for another process's write lock before failing.
     """
 
     url: str = ""
+    busy_timeout_s: float = 10.0
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
         if self.url and not self.url.startswith(("sqlite:", "postgresql:", "postgresql+psycopg:")):
             raise ConfigError(f"{prefix}.url must be a sqlite:/// or postgresql+psycopg:// URL (got {self.url!r})")
+        if self.busy_timeout_s < 0:
+            raise ConfigError(f"{prefix}.busy_timeout_s must be >= 0 (got {self.busy_timeout_s})")
 
 
 @dataclass(frozen=True)
@@ -88,12 +92,125 @@ class DaemonSection:
 
 
 @dataclass(frozen=True)
+class PolicySection:
+    """``[policy]``: which queue-ordering policy ranks pending jobs.
+
+    Attributes:
+        name: ``"qssf"`` (default: shortest predicted service first, with an aging
+            guard), ``"qssf-noaging"`` (the same without the guard) or ``"fifo"``
+            (leave Slurm's order alone; only undo what slurmsched set).
+        qssf: ``[policy.qssf]`` arguments of ``qssf`` and ``qssf-noaging``
+            (``max_wait_h``, ``aging_step_h``, ``cpu_gpu_weight``; see
+            :class:`slurmsched.policy.qssf.QssfArgs`).
+        fifo: ``[policy.fifo]`` arguments of ``fifo`` (none yet).
+    """
+
+    name: str = "qssf"
+    qssf: dict = field(default_factory=dict)
+    fifo: dict = field(default_factory=dict)
+
+    def args_for(self, name: str) -> dict:
+        """The argument table of policy ``name`` (``qssf-noaging`` shares ``qssf``'s)."""
+        return dict(self.fifo if name == "fifo" else self.qssf)
+
+    def validate(self, prefix: str) -> None:
+        """Raise :class:`ConfigError` naming the bad key (builds the policy once)."""
+        from slurmsched.policy import make_policy
+
+        make_policy(self.name, self.args_for(self.name), key=f"{prefix}.name")
+
+
+@dataclass(frozen=True)
+class PlannerSection:
+    """``[planner]``: how policy scores become ``SiteFactor`` values.
+
+    Attributes:
+        mode: ``"dominate"`` (one level step outweighs every other configured
+            ``PriorityWeight*`` together, so QSSF decides the order) or ``"blend"``
+            (all levels together span ``blend_range``, so fair-share and age still count).
+        blend_range: SiteFactor span of all levels in blend mode; 0 means the largest
+            configured ``PriorityWeight*``.
+        level_ratio: service ratio between two adjacent levels (2 = one level per doubling).
+        min_service_gpu_h: predicted services at or below this share the top level.
+        max_service_gpu_h: predicted services at or above this share the bottom level (SiteFactor 0).
+        hysteresis_levels: a job keeps its level until its score is this many levels past it.
+        max_rpcs_per_cycle: cap on ``scontrol update`` calls per cycle (the rest waits;
+            jobs sharing a SiteFactor value go in one batched call).
+        protected_partitions: jobs in these partitions are never touched.
+        protected_qos: jobs with these QOS are never touched.
+    """
+
+    mode: str = "dominate"
+    blend_range: int = 0
+    level_ratio: float = 2.0
+    min_service_gpu_h: float = 0.05
+    max_service_gpu_h: float = 50000.0
+    hysteresis_levels: float = 0.25
+    max_rpcs_per_cycle: int = 100
+    protected_partitions: tuple[str, ...] = ()
+    protected_qos: tuple[str, ...] = ()
+
+    def validate(self, prefix: str) -> None:
+        """Raise :class:`ConfigError` naming the bad key."""
+        if self.mode not in ("dominate", "blend"):
+            raise ConfigError(f"{prefix}.mode must be dominate or blend (got {self.mode!r})")
+        if self.blend_range < 0:
+            raise ConfigError(f"{prefix}.blend_range must be >= 0 (got {self.blend_range})")
+        if self.level_ratio <= 1:
+            raise ConfigError(f"{prefix}.level_ratio must be > 1 (got {self.level_ratio})")
+        if self.min_service_gpu_h <= 0:
+            raise ConfigError(f"{prefix}.min_service_gpu_h must be > 0 (got {self.min_service_gpu_h})")
+        if self.max_service_gpu_h <= self.min_service_gpu_h:
+            raise ConfigError(f"{prefix}.max_service_gpu_h must be > min_service_gpu_h (got {self.max_service_gpu_h})")
+        if not 0 <= self.hysteresis_levels < 1:
+            raise ConfigError(f"{prefix}.hysteresis_levels must be >= 0 and < 1 (got {self.hysteresis_levels})")
+        if self.max_rpcs_per_cycle < 1:
+            raise ConfigError(f"{prefix}.max_rpcs_per_cycle must be >= 1 (got {self.max_rpcs_per_cycle})")
+
+
+@dataclass(frozen=True)
+class ConstraintsSection:
+    """``[constraints]``: topology and GPU-type tuning of pending jobs.
+
+    Attributes:
+        switches: give multi-node GPU jobs without a switch request ``Switches=1@<wait>``
+            (only when slurmctld runs ``TopologyPlugin=topology/tree``).
+        switch_wait_s: the ``@<wait>`` part; capped by Slurm's ``max_switch_wait``.
+        gpu_equivalence: classes of interchangeable GPU types, e.g. ``[["a100", "h100"]]``;
+            a job whose ``Features`` pin it to a saturated type is widened to
+            ``Features=a100|h100`` when an equivalent type has idle GPUs. Empty: off.
+    """
+
+    switches: bool = True
+    switch_wait_s: int = 600
+    gpu_equivalence: tuple[tuple[str, ...], ...] = ()
+
+    def validate(self, prefix: str) -> None:
+        """Raise :class:`ConfigError` naming the bad key."""
+        if self.switch_wait_s < 0:
+            raise ConfigError(f"{prefix}.switch_wait_s must be >= 0 (got {self.switch_wait_s})")
+        seen: set[str] = set()
+        for i, group in enumerate(self.gpu_equivalence):
+            if len(group) < 2:
+                raise ConfigError(f"{prefix}.gpu_equivalence[{i}] must name at least two GPU types")
+            for gpu_type in group:
+                if not gpu_type or "|" in gpu_type or "&" in gpu_type:
+                    raise ConfigError(f"{prefix}.gpu_equivalence[{i}] has an invalid GPU type {gpu_type!r}")
+                if gpu_type.lower() in seen:
+                    raise ConfigError(f"{prefix}.gpu_equivalence: GPU type {gpu_type!r} is in two classes")
+                seen.add(gpu_type.lower())
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; one attribute per TOML section."""
 
     slurm: SlurmSection = field(default_factory=SlurmSection)
     db: DbSection = field(default_factory=DbSection)
     daemon: DaemonSection = field(default_factory=DaemonSection)
+    policy: PolicySection = field(default_factory=PolicySection)
+    planner: PlannerSection = field(default_factory=PlannerSection)
+    constraints: ConstraintsSection = field(default_factory=ConstraintsSection)
     source: str = "defaults"
 
     @property
@@ -174,6 +291,16 @@ def _build_section(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
     if validate is not None:
         validate(prefix)
     return section
+
+
+def parse_table(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
+    """Build a typed, validated dataclass (a section or a policy's args) from a table.
+
+    Values are coerced to the field types, unknown keys are errors, and the class's
+    ``validate(prefix)`` runs last; every error is a :class:`ConfigError` naming
+    ``<prefix>.<key>``.
+    """
+    return _build_section(cls, raw, prefix)
 
 
 def _env_layer(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:

@@ -1,0 +1,57 @@
+"""Actions <-> the text values the repository keeps for revert.
+
+The repository stores each change as ``(job_id, kind, original, current)`` text
+(:class:`slurmsched.store.protocol.AppliedChange`); ``kind`` is the action class name.
+:func:`describe` turns an action into that text and :func:`revert_action` turns a
+stored change back into the action that restores the original.
+"""
+
+from __future__ import annotations
+
+from slurmsched.errors import StoreError
+from slurmsched.model import (Action, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
+                              SetSwitches)
+from slurmsched.store.protocol import AppliedChange
+
+
+def _switches_text(count: int | None, wait_s: int | None) -> str:
+    return f"{count or 0}@{wait_s}" if wait_s is not None else str(count or 0)
+
+
+def describe(action: Action) -> tuple[str, str, str]:
+    """``(kind, previous, new)`` as text for :meth:`JobRepository.record_applied`."""
+    kind = type(action).__name__
+    if isinstance(action, SetSiteFactor):
+        return kind, str(action.previous or 0), str(action.value)
+    if isinstance(action, SetSwitches):
+        return (kind, _switches_text(action.previous_count, action.previous_wait_s),
+                _switches_text(action.count, action.max_wait_s))
+    if isinstance(action, SetFeatures):
+        return kind, action.previous, action.features
+    if isinstance(action, SetExcludedNodes):
+        return kind, action.previous, action.nodes
+    return kind, action.previous, action.partition
+
+
+def revert_action(change: AppliedChange, reason: str = "revert: restore the value before slurmsched") -> Action:
+    """The action that puts ``change.original`` back (current value as ``previous``)."""
+    original = change.original or ""
+    if change.kind == "SetSiteFactor":
+        return SetSiteFactor(change.job_id, int(original or 0), int(change.current or 0), reason)
+    if change.kind == "SetSwitches":
+        count, _, wait = original.partition("@")
+        now_count, _, now_wait = change.current.partition("@")
+        return SetSwitches(change.job_id, int(count or 0), int(wait) if wait else None,
+                           int(now_count or 0), int(now_wait) if now_wait else None, reason)
+    if change.kind == "SetFeatures":
+        return SetFeatures(change.job_id, original, change.current, reason)
+    if change.kind == "SetExcludedNodes":
+        return SetExcludedNodes(change.job_id, original, change.current, reason)
+    if change.kind == "SetPartition":
+        return SetPartition(change.job_id, original, change.current, reason)
+    raise StoreError(f"applied change of job {change.job_id} has unknown kind {change.kind!r}")
+
+
+def revert_actions(changes: list[AppliedChange]) -> list[Action]:
+    """Actions restoring every change (``slurmsched revert``), in job order."""
+    return [revert_action(c) for c in sorted(changes, key=lambda c: (c.job_id, c.kind))]

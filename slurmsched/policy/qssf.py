@@ -1,0 +1,125 @@
+"""``qssf`` and ``qssf-noaging``: Quasi-Shortest-Service-First.
+
+A job's service is its predicted duration times its GPUs (CPU-only jobs count
+``cpus x cpu_gpu_weight`` GPUs); the smallest service runs first (Hu et al., SC'21).
+
+The aging guard keeps that from starving big jobs: while a job waits, its score
+shrinks geometrically from its service towards 1 GPU-second, and once it has waited
+``max_wait_h`` its score is 0, which puts it ahead of every job whose guard has not
+expired; among expired jobs the earlier submission goes first. So reordering delays
+no job beyond ``max_wait_h`` (plus one aging step). Waiting time is counted in whole
+``aging_step_h`` ticks of the wall clock, the same instants for every job, so scores
+(and with them SiteFactor values) change only when a tick passes, not every cycle.
+
+Ties are broken by submit time, then job id, so the order is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from slurmsched.errors import ConfigError
+from slurmsched.model import JobRecord, Prediction
+from slurmsched.policy.base import JobScore, PolicyContext, Ranking
+
+FALLBACK_DURATION_S = 3600.0
+
+
+@dataclass(frozen=True)
+class QssfArgs:
+    """``[policy.qssf]`` (shared by ``qssf-noaging``, which ignores the aging keys).
+
+    Attributes:
+        max_wait_h: aging guard: no job waits longer than this because of reordering.
+        aging_step_h: waiting time is counted in ticks of this length.
+        cpu_gpu_weight: GPUs one CPU counts as, for CPU-only jobs.
+    """
+
+    max_wait_h: float = 24.0
+    aging_step_h: float = 1.0
+    cpu_gpu_weight: float = 0.125
+
+    def validate(self, prefix: str) -> None:
+        """Raise :class:`ConfigError` naming the bad key."""
+        if not self.max_wait_h > 0:
+            raise ConfigError(f"{prefix}.max_wait_h must be > 0 (got {self.max_wait_h})")
+        if not 0 < self.aging_step_h <= self.max_wait_h:
+            raise ConfigError(f"{prefix}.aging_step_h must be > 0 and <= max_wait_h (got {self.aging_step_h})")
+        if not self.cpu_gpu_weight > 0:
+            raise ConfigError(f"{prefix}.cpu_gpu_weight must be > 0 (got {self.cpu_gpu_weight})")
+
+
+def gpu_equivalents(job: JobRecord, cpu_gpu_weight: float) -> float:
+    """GPUs a job occupies; a CPU-only job counts ``cpus x cpu_gpu_weight``."""
+    if job.gpus > 0:
+        return float(job.gpus)
+    return max(job.cpus, 1) * cpu_gpu_weight
+
+
+def _size_text(job: JobRecord, cpu_gpu_weight: float) -> str:
+    if job.gpus > 0:
+        return f"{job.gpus} GPU{'s' if job.gpus != 1 else ''}"
+    return f"{max(job.cpus, 1)} CPUs x {cpu_gpu_weight:g} GPU/CPU"
+
+
+class QssfPolicy:
+    """Ascending predicted service (GPU-seconds), with or without the aging guard."""
+
+    reorders = True
+
+    def __init__(self, args: QssfArgs | None = None, *, aging: bool = True) -> None:
+        self.args = args or QssfArgs()
+        self.aging = aging
+        self.name = "qssf" if aging else "qssf-noaging"
+        self._guard_s = self.args.max_wait_h * 3600.0
+        self._step_s = self.args.aging_step_h * 3600.0
+
+    def waited_s(self, job: JobRecord, now: float) -> float:
+        """Waiting time as the guard counts it: whole aging ticks since submission."""
+        step = self._step_s
+        return max(0.0, (math.floor(now / step) - math.floor(job.submit_time / step)) * step)
+
+    def rank(self, context: PolicyContext) -> Ranking:
+        """Order by aged score, then submit time, then job id."""
+        weight = self.args.cpu_gpu_weight
+        guard = self._guard_s
+        now = context.now
+        rows = []
+        for job in context.pending:
+            prediction = context.predictions.get(job.job_id)
+            service = _estimate(job, prediction) * gpu_equivalents(job, weight)
+            score = service
+            waited = 0.0
+            if self.aging:
+                waited = self.waited_s(job, now)
+                if waited >= guard:
+                    score = 0.0
+                elif waited > 0:
+                    score = max(service, 1.0) ** (1.0 - waited / guard)
+            rows.append((score, job.submit_time, job.job_id, job, prediction, service, waited))
+        rows.sort(key=lambda r: r[:3])
+        scores = tuple(JobScore(r[2], r[0], i, self._reason(r[3], r[4], r[5], r[6], r[0]))
+                       for i, r in enumerate(rows, 1))
+        return Ranking(self.name, True, scores, guard if self.aging else None)
+
+    def _reason(self, job: JobRecord, prediction: Prediction | None, service: float,
+                waited: float, score: float) -> str:
+        estimate = _estimate(job, prediction)
+        source = prediction.source if prediction is not None else "no prediction: time limit"
+        text = (f"predicted {estimate / 3600:.1f} h x {_size_text(job, self.args.cpu_gpu_weight)}"
+                f" = {service / 3600:.1f} GPU-h ({source})")
+        if not self.aging:
+            return text
+        if score == 0.0:
+            return f"{text}; waited {waited / 3600:.1f} h: {self.args.max_wait_h:g} h guard reached, ahead of every later job"
+        return (f"{text}; waiting {waited / 3600:.1f} h of {self.args.max_wait_h:g} h guard"
+                f" (aged score {score / 3600:.2f} GPU-h)")
+
+
+def _estimate(job: JobRecord, prediction: Prediction | None) -> float:
+    if prediction is not None and prediction.estimate_s > 0:
+        return prediction.estimate_s
+    if job.time_limit_s:
+        return float(job.time_limit_s)
+    return FALLBACK_DURATION_S

@@ -1,3 +1,83 @@
-"""Commands that show the cluster through the gateway (filled in by the gateway work)."""
+"""``slurmsched queue``: the cluster as the gateway sees it (jobs, SiteFactor, GPU use)."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import click
+
+from slurmsched.cli import get_config
+from slurmsched.gateway import make_gateway
+from slurmsched.gateway.argv import format_duration
+from slurmsched.model import ClusterSnapshot, JobRecord, NodeRecord
+
+_NAME_WIDTH = 24
+
+
+def _printable(text: str, width: int) -> str:
+    """One table cell: control characters shown as ``?``, cut to ``width``."""
+    cell = "".join(c if c.isprintable() else "?" for c in text)
+    return cell if len(cell) <= width else cell[:width - 1] + "~"
+
+
+def _limit(seconds: int | None) -> str:
+    return "UNLIMITED" if seconds is None else format_duration(seconds)
+
+
+def _gpus(job: JobRecord) -> str:
+    if not job.gpus:
+        return "-"
+    return f"{job.gpus} {job.gpu_type}" if job.gpu_type else str(job.gpus)
+
+
+def _node_gpus(node: NodeRecord) -> str:
+    types = sorted({g.type or "" for g in node.gres if g.name == "gpu"})
+    if not types:
+        return "-"
+    return " ".join(f"{t or 'gpu'} {node.gpus_used(t or None)}/{node.gpus(t or None)}" for t in types)
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def render_snapshot(snap: ClusterSnapshot) -> list[str]:
+    """The human view of a snapshot: a job table (pending first) and a node table."""
+    jobs = sorted(snap.jobs, key=lambda j: (j.state.value != "PENDING", -(j.priority or 0), j.job_id))
+    rows = [("JOBID", "USER", "NAME", "STATE", "PARTITION", "GPUS", "TIME_LIMIT", "SITEFACTOR", "PRIORITY",
+             "REASON")]
+    for job in jobs:
+        job_id = f"{job.array_job_id}_{job.array_task_id}" if job.array_task_id is not None else str(job.job_id)
+        rows.append((job_id, _printable(job.user, 12), _printable(job.name, _NAME_WIDTH), job.state.value,
+                     job.partition, _gpus(job), _limit(job.time_limit_s),
+                     "-" if job.site_factor is None else str(job.site_factor),
+                     "-" if job.priority is None else str(job.priority), _printable(job.reason, 30)))
+    lines = [f"cluster {snap.cluster or '?'}: {len(snap.pending)} pending, {len(snap.running)} running"]
+    lines += _table(rows)
+    node_rows = [("NODE", "STATE", "PARTITIONS", "CPUS(A/T)", "GPUS(USED/TOTAL)")]
+    for node in snap.nodes:
+        node_rows.append((node.name, "+".join(node.state), ",".join(node.partitions),
+                          f"{node.cpus_alloc}/{node.cpus}", _node_gpus(node)))
+    return [*lines, "", *_table(node_rows)]
+
+
+@click.command("queue")
+@click.option("--json", "as_json", is_flag=True, help="Print the snapshot as JSON instead of tables.")
+@click.pass_context
+def queue(ctx: click.Context, as_json: bool) -> None:
+    """Show pending and running jobs (with SiteFactor) and nodes (with GPU use).
+
+    Reads the cluster once through the configured gateway (``squeue``/``sinfo --json``,
+    ``sprio``, ``scontrol show config`` for the CLI backend); changes nothing.
+    """
+    snap = make_gateway(get_config(ctx)).snapshot()
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(snap), ensure_ascii=False, indent=1))
+        return
+    for line in render_snapshot(snap):
+        click.echo(line)
+
+
+COMMANDS = [queue]

@@ -27,7 +27,8 @@ import json
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
-from slurmsched.errors import SlurmCommandFailed, SlurmParseError
+from slurmsched.errors import SlurmCommandFailed, SlurmParseError, SlurmUnavailable
+from slurmsched.gateway.commands import UNREACHABLE_MARKERS
 from slurmsched.gateway.gres import gpu_count, gpu_type_of, gpus_from_tres, gpus_from_tres_list, parse_gres
 from slurmsched.model import GresRequest, JobRecord, JobState, NodeRecord
 
@@ -131,11 +132,13 @@ def require_list(doc: dict[str, Any], command: str, key: str) -> list[Any]:
     """The top-level list ``key`` of a decoded document, honouring Slurm's ``errors``.
 
     "Nothing found" (error 9003, or that text) yields an empty list; any other error
-    Slurm reports in the document raises.
+    Slurm reports in a document without data raises.
 
     Raises:
         SlurmParseError: ``key`` missing or not a list.
-        SlurmCommandFailed: the document carries an error from Slurm and no data.
+        SlurmUnavailable: the error is Slurm's generic RPC failure (-1) or names an
+            unreachable daemon (22.05's squeue/sinfo report that in JSON and exit 0).
+        SlurmCommandFailed: any other error from Slurm.
     """
     for error in doc.get("errors") or ():
         if not isinstance(error, dict):
@@ -144,8 +147,12 @@ def require_list(doc: dict[str, Any], command: str, key: str) -> list[Any]:
         text = error.get("description") or error.get("error") or f"error {number}"
         if number == NOTHING_FOUND or text == "Nothing found":
             return doc.get(key) or []
-        if not doc.get(key):
-            raise SlurmCommandFailed(f"{command}: {text}")
+        if doc.get(key):
+            continue
+        if number == -1 or any(marker in text for marker in UNREACHABLE_MARKERS):
+            # 22.05 prints {"errors": [{"error_number": -1, ...}]} and exits 0 when the RPC failed
+            raise SlurmUnavailable(f"{command}: {text} (slurmctld or slurmdbd unreachable?)")
+        raise SlurmCommandFailed(f"{command}: {text}")
     items = doc.get(key)
     if not isinstance(items, list):
         raise SlurmParseError(f"{command}: no top-level '{key}' list in its JSON output")

@@ -77,18 +77,51 @@ class DaemonSection:
 
     Attributes:
         interval_s: seconds between cycles.
-        dry_run: plan and record, but send nothing to Slurm.
+        dry_run: plan and record, but send nothing to Slurm (and write no submit cache).
         state_dir: where the default SQLite database and the job_submit cache live.
+        predictor: duration predictor by name (``slurmsched``, ``helios``, ``last2``, ``user_limit``).
+        refit_interval_s: refit the predictor on the whole history this often (the fitted
+            model is saved in the database and reloaded at start).
+        submit_cache: the file ``job_submit.lua`` reads; empty means
+            ``<state_dir>/slurmsched-submit.cache``. Link it as ``slurmsched-submit.cache``
+            beside ``job_submit.lua``.
+        submit_cache_max_age_s: ``job_submit.lua`` ignores a cache older than this, so new
+            jobs are left alone when the daemon stops (fail-open).
+        submit_cache_entries: at most this many (user, job name) predictions in the cache,
+            the most recently seen first.
+        submit_cache_lookback_days: only (user, job name) pairs that finished a job within
+            this many days go into the cache.
     """
 
     interval_s: float = 60.0
     dry_run: bool = False
     state_dir: str = "/var/lib/slurmsched"
+    predictor: str = "slurmsched"
+    refit_interval_s: float = 6 * 3600.0
+    submit_cache: str = ""
+    submit_cache_max_age_s: float = 900.0
+    submit_cache_entries: int = 5000
+    submit_cache_lookback_days: float = 30.0
+
+    @property
+    def submit_cache_path(self) -> Path:
+        """The effective path of the job_submit.lua cache file."""
+        return Path(self.submit_cache) if self.submit_cache else Path(self.state_dir) / "slurmsched-submit.cache"
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
         if self.interval_s <= 0:
             raise ConfigError(f"{prefix}.interval_s must be > 0 (got {self.interval_s})")
+        if not self.predictor:
+            raise ConfigError(f"{prefix}.predictor must name a predictor")
+        for key in ("refit_interval_s", "submit_cache_max_age_s", "submit_cache_lookback_days"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{prefix}.{key} must be > 0 (got {getattr(self, key)})")
+        if self.submit_cache_max_age_s < self.interval_s:
+            raise ConfigError(f"{prefix}.submit_cache_max_age_s must be >= interval_s "
+                              f"({self.submit_cache_max_age_s} < {self.interval_s}): the cache would go stale between cycles")
+        if self.submit_cache_entries < 0:
+            raise ConfigError(f"{prefix}.submit_cache_entries must be >= 0 (got {self.submit_cache_entries})")
 
 
 @dataclass(frozen=True)

@@ -61,9 +61,9 @@ def get_config(ctx: click.Context) -> Config:
 
 
 def _register() -> None:
-    from slurmsched.cli import cluster
+    from slurmsched.cli import cluster, db, history
 
-    for module in (cluster,):
+    for module in (cluster, db, history):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -52,7 +52,12 @@ class JobRepository(Protocol):
         ...
 
     def ingest_finished(self, jobs: Sequence[JobRecord]) -> int:
-        """Upsert finished job attempts keyed by (cluster, job_id, restart_count); returns rows written."""
+        """Upsert finished job attempts keyed by (cluster, job_id, submit_time); returns rows written.
+
+        A requeued job keeps its id, and each attempt gets a new submit time (slurmdbd's own
+        key is (id_job, time_submit); 22.05's ``sacct --json`` has no restart count), so the
+        same window ingested twice or a requeue never duplicates nor merges attempts.
+        """
         ...
 
     def observe(self, snapshot: ClusterSnapshot) -> None:

@@ -1,0 +1,62 @@
+"""``slurmsched db``: create and migrate the history database."""
+
+from __future__ import annotations
+
+import click
+
+from slurmsched.cli import get_config
+from slurmsched.store import migrate
+from slurmsched.store.repository import SqlJobRepository
+
+DB_OPTION = click.option("--db", "db_url", metavar="URL", default=None,
+                         help="Database URL (default: db.url from the config, else SQLite under daemon.state_dir).")
+
+
+def open_unchecked(ctx: click.Context, db_url: str | None) -> SqlJobRepository:
+    """The configured (or ``--db``) database, without checking its schema."""
+    config = get_config(ctx)
+    return SqlJobRepository.from_url(db_url or config.db_url, busy_timeout_s=config.db.busy_timeout_s)
+
+
+@click.group("db")
+def db() -> None:
+    """Create, migrate and inspect the history database."""
+
+
+@db.command("upgrade")
+@DB_OPTION
+@click.pass_context
+def upgrade(ctx: click.Context, db_url: str | None) -> None:
+    """Migrate the database to the schema this slurmsched needs (creates it if new)."""
+    repo = open_unchecked(ctx, db_url)
+    try:
+        before = repo.schema_revision()
+        repo.upgrade()
+        after = repo.schema_revision()
+    finally:
+        repo.close()
+    if before == after:
+        click.echo(f"{repo.url}: already at {after}")
+    else:
+        click.echo(f"{repo.url}: upgraded from {before or migrate.EMPTY} to {after}")
+
+
+@db.command("current")
+@DB_OPTION
+@click.pass_context
+def current(ctx: click.Context, db_url: str | None) -> None:
+    """Show the database's schema revision and whether it is up to date (exit 1 if not)."""
+    repo = open_unchecked(ctx, db_url)
+    try:
+        revision = repo.schema_revision()
+    finally:
+        repo.close()
+    needed = migrate.head_revision()
+    if revision == needed:
+        click.echo(f"{revision} (head)")
+        return
+    click.echo(f"{revision or migrate.EMPTY} (this slurmsched needs {needed}: run 'slurmsched db upgrade')")
+    ctx.exit(1)
+
+
+COMMANDS = [db]

@@ -1,0 +1,166 @@
+"""``slurmsched history``: import job history (accounting or public traces) and summarize it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from datetime import datetime
+
+import click
+from tqdm import tqdm
+
+from slurmsched.cli import get_config
+from slurmsched.cli.db import DB_OPTION
+from slurmsched.store.ingest import DEFAULT_BATCH, ImportReport, import_accounting, import_trace
+from slurmsched.store.repository import open_repository
+from slurmsched.store.stats import HistoryStats, summarize
+from slurmsched.traces import FORMATS
+
+_AGO = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhdw])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class Moment(click.ParamType):
+    """A point in time: ISO date/time (local time unless it names an offset) or ``7d`` ago."""
+
+    name = "DATE"
+
+    def convert(self, value, param, ctx) -> float:  # noqa: ANN001 - click API
+        if isinstance(value, (int, float)):
+            return float(value)
+        text = str(value).strip()
+        ago = _AGO.match(text)
+        if ago:
+            return time.time() - float(ago["n"]) * _UNIT_S[ago["unit"]]
+        try:
+            return datetime.fromisoformat(text).timestamp()
+        except ValueError:
+            self.fail(f"{text!r} is not a date (YYYY-MM-DD[THH:MM[:SS]]) or an age like 7d, 12h", param, ctx)
+
+
+class Duration(click.ParamType):
+    """A length of time: ``3600``, ``90m``, ``1d``."""
+
+    name = "DURATION"
+
+    def convert(self, value, param, ctx) -> float:  # noqa: ANN001 - click API
+        text = str(value).strip()
+        match = _AGO.match(text) or re.match(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>)$", text)
+        if not match or float(match["n"]) <= 0:
+            self.fail(f"{text!r} is not a positive duration (e.g. 3600, 90m, 1d)", param, ctx)
+        return float(match["n"]) * _UNIT_S.get(match["unit"], 1)
+
+
+@click.group("history")
+def history() -> None:
+    """Import finished jobs into the history database and summarize them."""
+
+
+@history.command("import")
+@click.option("--trace", "trace", type=click.Path(dir_okay=False), default=None,
+              help="Public trace file to load (see --format); for itp also ARCHIVE:MEMBER.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Trace format.")
+@click.option("--from-sacct", is_flag=True, help="Backfill from Slurm accounting (sacct).")
+@click.option("--since", type=Moment(), default=None, help="With --from-sacct: jobs that ended since DATE (or 30d).")
+@click.option("--window", "window_s", type=Duration(), default="1d", show_default=True,
+              help="With --from-sacct: end-time span written per transaction.")
+@click.option("--cluster", default=None, help="Cluster name for trace jobs that carry none (default: file name).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULT_BATCH, show_default=True,
+              help="Trace rows per transaction.")
+@DB_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.pass_context
+def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: bool, since: float | None,
+            window_s: float, cluster: str | None, batch_size: int, db_url: str | None, as_json: bool) -> None:
+    """Load finished jobs from a trace file (--trace F --format X) or from accounting (--from-sacct --since D).
+
+    Importing is idempotent: a job attempt already stored is updated, not duplicated.
+    Unreadable trace lines are skipped and reported by line number.
+    """
+    if (trace is None) == (not from_sacct):
+        raise click.UsageError("give either --trace FILE --format FORMAT or --from-sacct --since DATE")
+    if trace is not None and fmt is None:
+        raise click.UsageError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
+    if from_sacct and since is None:
+        raise click.UsageError("--from-sacct needs --since DATE")
+    config = get_config(ctx)
+    repo = open_repository(config, create=True, url=db_url)
+    try:
+        with tqdm(unit=" jobs", desc="importing", disable=None, leave=False) as bar:
+            if trace is not None:
+                report = import_trace(repo, trace, fmt, cluster=cluster, batch_size=batch_size, progress=bar)
+                source = trace
+            else:
+                from slurmsched.gateway import make_gateway
+
+                report = import_accounting(repo, make_gateway(config), since, window_s=window_s, progress=bar)
+                source = "accounting"
+    finally:
+        repo.close()
+    if as_json:
+        click.echo(json.dumps(_report_json(report)))
+    else:
+        click.echo(report.summary(source))
+
+
+def _report_json(report: ImportReport) -> dict[str, object]:
+    return {"rows": report.rows, "batches": report.batches, "bad_lines": len(report.bad_lines),
+            "bad_line_numbers": [b.lineno for b in report.bad_lines], "seconds": round(report.seconds, 3),
+            "rows_per_s": round(report.rows_per_s, 1)}
+
+
+@history.command("stats")
+@DB_OPTION
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Users and partitions to list (most jobs first).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object ({\"jobs\": N, ...}).")
+@click.pass_context
+def stats(ctx: click.Context, db_url: str | None, top: int, as_json: bool) -> None:
+    """Per-user and per-partition counts, run-time percentiles, and how far time limits overshoot."""
+    repo = open_repository(get_config(ctx), url=db_url)
+    try:
+        summary = summarize(repo.iter_jobs(), top=top)
+    finally:
+        repo.close()
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(summary)))
+    else:
+        click.echo(_render(summary))
+
+
+def _hms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    days, rest = divmod(seconds, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}x"
+
+
+def _render(s: HistoryStats) -> str:
+    lines = [f"jobs: {s.jobs} ({s.with_runtime} with a run time)"]
+    if s.runtime_s is not None:
+        p = s.runtime_s
+        lines.append(f"run time p10 {_hms(p.p10)}  p50 {_hms(p.p50)}  p90 {_hms(p.p90)}  p99 {_hms(p.p99)}")
+    o = s.limit_overshoot
+    if o is not None:
+        lines.append(f"time limit vs run time ({o.jobs} jobs with both): median {_ratio(o.median_ratio)}, "
+                     f"p90 {_ratio(o.p90_ratio)}, median excess {_hms(o.median_excess_s)}; "
+                     f"{o.share_over_2x:.0%} asked > 2x, {o.share_over_10x:.0%} > 10x, "
+                     f"{o.share_at_limit:.0%} ran into their limit")
+    for title, groups in (("user", s.users), ("partition", s.partitions)):
+        lines.append("")
+        lines.append(f"{title:<16} {'jobs':>8} {'p50 run':>12} {'p90 run':>12} {'limit/run':>10}")
+        for g in groups:
+            lines.append(f"{(g.name or '-')[:16]:<16} {g.jobs:>8} {_hms(g.runtime_p50_s):>12} "
+                         f"{_hms(g.runtime_p90_s):>12} {_ratio(g.median_limit_ratio):>10}")
+    return "\n".join(lines)
+
+
+COMMANDS = [history]

@@ -1,0 +1,128 @@
+"""Opening the history database and turning driver failures into :class:`StoreError`.
+
+SQLite (the default) is a file under the state directory, created with mode 0600, in
+WAL mode with a busy timeout; PostgreSQL is reached with psycopg 3
+(``postgresql+psycopg://``; a bare ``postgresql://`` URL is read the same way).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+
+from slurmsched.errors import StoreError
+
+DEFAULT_BUSY_TIMEOUT_S = 10.0
+
+
+def parse_url(url: str) -> URL:
+    """Parse a database URL, mapping ``postgresql://`` to the psycopg 3 driver.
+
+    Raises:
+        StoreError: the URL is malformed or names a database slurmsched does not support.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError(f"not a database URL: {url!r} (use sqlite:///PATH or postgresql+psycopg://...)") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+        raise StoreError(f"unsupported database {parsed.drivername!r} in {display_url(parsed)} "
+                         "(use sqlite:///PATH or postgresql+psycopg://...)")
+    return parsed
+
+
+def display_url(url: URL | str) -> str:
+    """The URL without its password, for messages."""
+    parsed = make_url(url) if isinstance(url, str) else url
+    return parsed.render_as_string(hide_password=True)
+
+
+def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Engine:
+    """Create the engine for ``url``; a new SQLite file is created with mode 0600.
+
+    Args:
+        url: ``sqlite:///PATH``, ``sqlite://`` (in memory) or ``postgresql+psycopg://...``.
+        busy_timeout_s: how long SQLite waits for another writer's lock before failing.
+
+    Raises:
+        StoreError: bad URL, missing driver, or the SQLite file cannot be created.
+    """
+    parsed = parse_url(url)
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            return _sqlite_engine(parsed, busy_timeout_s)
+        return create_engine(parsed, pool_pre_ping=True)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise StoreError(f"no driver for {display_url(parsed)}: {exc} (pip install 'slurmsched[postgres]')") from None
+
+
+def _sqlite_engine(url: URL, busy_timeout_s: float) -> Engine:
+    path = url.database
+    if not path or path == ":memory:":
+        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        _create_private_file(Path(path))
+        engine = create_engine(url)
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001 - DB-API connection
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    return engine
+
+
+def _create_private_file(path: Path) -> None:
+    """Create the database file (and its directory) readable by its owner only."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        os.close(fd)
+    except OSError as exc:
+        raise StoreError(f"cannot create database file {path}: {exc.strerror}") from None
+
+
+@contextmanager
+def store_errors(url: URL | str) -> Iterator[None]:
+    """Re-raise database failures inside the block as one-line :class:`StoreError` messages."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except DBAPIError as exc:
+        raise StoreError(describe_failure(url, exc)) from exc
+    except SQLAlchemyError as exc:
+        raise StoreError(f"database {display_url(url)}: {_first_line(str(exc))}") from exc
+    except OverflowError as exc:  # sqlite3 rejects integers beyond 64 bits before SQL runs
+        raise StoreError(f"database {display_url(url)}: value out of range: {exc}") from exc
+
+
+def describe_failure(url: URL | str, exc: DBAPIError) -> str:
+    """One line naming what went wrong with the database and, where known, what to do."""
+    where = display_url(url)
+    text = _first_line(str(exc.orig) if exc.orig is not None else str(exc))
+    lowered = text.lower()
+    if "database is locked" in lowered or "database table is locked" in lowered:
+        return f"database {where} is locked by another process (gave up waiting for it)"
+    if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
+        return f"database {where} has no slurmsched tables ({text}): run 'slurmsched db upgrade'"
+    if exc.connection_invalidated or "connection" in lowered and ("refused" in lowered or "failed" in lowered):
+        return f"cannot reach database {where}: {text}"
+    return f"database {where}: {text}"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"

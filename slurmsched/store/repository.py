@@ -1,0 +1,419 @@
+"""``SqlJobRepository``: the :class:`JobRepository` over SQLAlchemy (SQLite or PostgreSQL).
+
+One code path serves both databases; the only dialect-specific statement is the
+upsert built by :func:`upsert` (``INSERT ... ON CONFLICT DO UPDATE``, which both speak).
+
+Transactions: every method runs in its own transaction unless called inside
+``with repo.transaction():``, which groups the calls into one (commit on exit, roll
+back on any error). Driver failures become one-line :class:`StoreError` messages.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+from sqlalchemy import Connection, Engine, Table, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from slurmsched.config import Config
+from slurmsched.errors import SchemaOutOfDate, StoreError
+from slurmsched.model import ClusterSnapshot, Decision, JobRecord, Prediction
+from slurmsched.store import migrate
+from slurmsched.store.connect import DEFAULT_BUSY_TIMEOUT_S, display_url, make_engine, store_errors
+from slurmsched.store.protocol import AppliedChange, CycleSummary
+from slurmsched.store.records import ATTEMPT_KEY, JOB_COLUMNS, row_to_job, unique_attempts
+from slurmsched.store.schema import (AppliedChangeRow, Control, Cursor, Cycle, DecisionRow, Job,
+                                     LiveJob, ModelRow, PredictionRow, Transition)
+
+#: ``to_state`` of the transition recorded when a job leaves the live queue.
+GONE = "GONE"
+
+
+def upsert(conn: Connection, table: Table, rows: list[dict[str, Any]], key: Sequence[str],
+           update: Sequence[str] | None = None) -> None:
+    """Insert ``rows`` (one executemany), updating ``update`` columns of rows whose ``key`` exists.
+
+    Args:
+        key: the columns of a unique constraint or primary key.
+        update: columns to overwrite on conflict; default every non-key, non-id column.
+    """
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(table)
+    if update is None:
+        update = [c.name for c in table.columns if c.name not in key and not c.primary_key]
+    stmt = stmt.on_conflict_do_update(index_elements=list(key),
+                                      set_={name: stmt.excluded[name] for name in update})
+    conn.execute(stmt, rows)
+
+
+class SqlJobRepository:
+    """slurmsched's state in SQL: job history, live states, cycles, predictions, decisions.
+
+    Build it with :meth:`from_url` or :func:`open_repository`; call :meth:`check_schema`
+    before relying on the tables (``open_repository`` does).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._local = threading.local()
+        self._last_predictions: dict[int, tuple[Any, ...]] = {}
+        self._last_decisions: dict[tuple[int, str], tuple[Any, ...]] = {}
+
+    @classmethod
+    def from_url(cls, url: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> "SqlJobRepository":
+        """Connect to ``sqlite:///PATH`` (file created with mode 0600, WAL) or ``postgresql+psycopg://...``.
+
+        Raises:
+            StoreError: bad URL, missing driver, or the SQLite file cannot be created.
+        """
+        return cls(make_engine(url, busy_timeout_s))
+
+    @property
+    def url(self) -> str:
+        """The database URL without its password."""
+        return display_url(self.engine.url)
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    # --- schema -------------------------------------------------------------------
+
+    def schema_revision(self) -> str | None:
+        """The database's migration revision (``None`` if slurmsched never created it)."""
+        with store_errors(self.engine.url):
+            return migrate.current_revision(self.engine)
+
+    def upgrade(self) -> None:
+        """Migrate the database to the revision this slurmsched needs."""
+        with store_errors(self.engine.url):
+            migrate.upgrade(self.engine)
+
+    def check_schema(self) -> None:
+        """Refuse a database whose schema is not the one this slurmsched needs.
+
+        Raises:
+            SchemaOutOfDate: the database is empty, older, or newer than this version.
+        """
+        current, needed = self.schema_revision(), migrate.head_revision()
+        if current == needed:
+            return
+        if current is not None and not migrate.is_known(current):
+            raise SchemaOutOfDate(f"database schema is at {current}, newer than this slurmsched "
+                                  f"knows (it needs {needed}): upgrade slurmsched")
+        raise SchemaOutOfDate(f"database schema is at {current or migrate.EMPTY}, this slurmsched "
+                              f"needs {needed}: run 'slurmsched db upgrade'")
+
+    # --- transactions -------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group the calls inside into one transaction (commit on exit, roll back on error).
+
+        Nested uses join the outer transaction.
+        """
+        if getattr(self._local, "conn", None) is not None:
+            yield
+            return
+        try:
+            with store_errors(self.engine.url), self.engine.begin() as conn:
+                self._local.conn = conn
+                yield
+        except BaseException:
+            # What was recorded in the rolled-back transaction must be written again.
+            self._last_predictions.clear()
+            self._last_decisions.clear()
+            raise
+        finally:
+            self._local.conn = None
+
+    @contextmanager
+    def _conn(self) -> Iterator[Connection]:
+        active = getattr(self._local, "conn", None)
+        if active is not None:
+            yield active
+            return
+        with store_errors(self.engine.url), self.engine.begin() as conn:
+            yield conn
+
+    # --- job history --------------------------------------------------------------
+
+    def ingest_finished(self, jobs: Sequence[JobRecord], *, cluster: str = "") -> int:
+        """Upsert finished job attempts in one transaction; returns the attempts written.
+
+        An attempt is keyed by ``(cluster, job_id, submit_time)`` (see
+        :mod:`slurmsched.store.schema`): the same record ingested again overwrites its
+        row, a requeued job's next attempt gets its own row. Either every row of the
+        call is written or none.
+
+        Args:
+            cluster: cluster name stored for records that carry none (trace jobs).
+
+        Raises:
+            StoreError: the database refused the batch (nothing of it is kept).
+        """
+        rows = unique_attempts(jobs, cluster)
+        with self._conn() as conn:
+            upsert(conn, Job.__table__, rows, ATTEMPT_KEY)
+        return len(rows)
+
+    def history(self, since: float | None = None, limit: int | None = None) -> list[JobRecord]:
+        """Finished attempts with an end time, oldest end first.
+
+        Args:
+            since: only attempts that ended after this time (POSIX seconds).
+            limit: only the ``limit`` most recently ended of those (still oldest first).
+        """
+        query = select(*JOB_COLUMNS).where(Job.end_time.is_not(None))
+        if since is not None:
+            query = query.where(Job.end_time > since)
+        if limit is not None:
+            query = query.order_by(Job.end_time.desc(), Job.id.desc()).limit(limit)
+        else:
+            query = query.order_by(Job.end_time, Job.id)
+        with self._conn() as conn:
+            records = [row_to_job(row) for row in conn.execute(query)]
+        if limit is not None:
+            records.reverse()
+        return records
+
+    def iter_jobs(self, batch: int = 10_000) -> Iterator[JobRecord]:
+        """Every stored attempt (with or without an end time), in insertion order, streamed."""
+        last_id = 0
+        while True:
+            query = select(Job.id, *JOB_COLUMNS).where(Job.id > last_id).order_by(Job.id).limit(batch)
+            with self._conn() as conn:
+                rows = conn.execute(query).all()
+            if not rows:
+                return
+            last_id = rows[-1][0]
+            for row in rows:
+                yield row_to_job(row[1:])
+
+    def count_jobs(self) -> int:
+        """How many job attempts are stored."""
+        with self._conn() as conn:
+            return conn.execute(select(func.count()).select_from(Job)).scalar_one()
+
+    # --- live queue ---------------------------------------------------------------
+
+    def observe(self, snapshot: ClusterSnapshot) -> None:
+        """Record live jobs' state transitions seen in a snapshot.
+
+        A transition row is written when a job appears, changes state or is requeued
+        (restart count changes), and a ``GONE`` transition when it leaves the queue; a
+        queue that did not change costs no writes.
+        """
+        cluster, now = snapshot.cluster, snapshot.taken_at
+        with self._conn() as conn:
+            known = {row.job_id: row for row in conn.execute(
+                select(LiveJob.job_id, LiveJob.state, LiveJob.restart_count).where(LiveJob.cluster == cluster))}
+            changed, transitions = [], []
+            for job in snapshot.jobs:
+                before = known.pop(job.job_id, None)
+                state = job.state.value
+                if before is not None and before.state == state and before.restart_count == job.restart_count:
+                    continue
+                changed.append({"cluster": cluster, "job_id": job.job_id, "state": state,
+                                "reason": job.reason, "restart_count": job.restart_count, "since": now})
+                transitions.append({"cluster": cluster, "job_id": job.job_id,
+                                    "restart_count": job.restart_count,
+                                    "from_state": before.state if before is not None else None,
+                                    "to_state": state, "reason": job.reason, "at": now})
+            for job_id, before in known.items():
+                transitions.append({"cluster": cluster, "job_id": job_id, "restart_count": before.restart_count,
+                                    "from_state": before.state, "to_state": GONE, "reason": "", "at": now})
+            upsert(conn, LiveJob.__table__, changed, ("cluster", "job_id"))
+            if known:
+                conn.execute(delete(LiveJob).where(LiveJob.cluster == cluster, LiveJob.job_id.in_(list(known))))
+            if transitions:
+                conn.execute(insert(Transition), transitions)
+
+    def transitions(self, job_id: int, cluster: str | None = None) -> list[tuple[float, str | None, str, str]]:
+        """A job's recorded transitions ``(at, from_state, to_state, reason)``, oldest first."""
+        query = select(Transition.at, Transition.from_state, Transition.to_state, Transition.reason).where(
+            Transition.job_id == job_id).order_by(Transition.at, Transition.id)
+        if cluster is not None:
+            query = query.where(Transition.cluster == cluster)
+        with self._conn() as conn:
+            return [tuple(row) for row in conn.execute(query)]
+
+    # --- cursors and control ------------------------------------------------------
+
+    def get_cursor(self, name: str) -> float | None:
+        """A named cursor (e.g. ``"sacct"``: POSIX seconds up to which history was read)."""
+        with self._conn() as conn:
+            return conn.execute(select(Cursor.value).where(Cursor.name == name)).scalar_one_or_none()
+
+    def set_cursor(self, name: str, value: float) -> None:
+        """Move a named cursor (to any value: callers decide whether it may go back)."""
+        with self._conn() as conn:
+            upsert(conn, Cursor.__table__, [{"name": name, "value": value, "updated_at": time.time()}], ("name",))
+
+    def is_paused(self) -> bool:
+        """The pause flag the daemon loop honours (``False`` until set)."""
+        with self._conn() as conn:
+            return bool(conn.execute(select(Control.paused).where(Control.id == 1)).scalar_one_or_none())
+
+    def set_paused(self, paused: bool) -> None:
+        """Set or clear the pause flag."""
+        with self._conn() as conn:
+            upsert(conn, Control.__table__, [{"id": 1, "paused": paused, "updated_at": time.time()}], ("id",))
+
+    # --- cycles, predictions, decisions ------------------------------------------
+
+    def start_cycle(self, started_at: float, dry_run: bool) -> int:
+        """Open a cycle row; returns its id."""
+        with self._conn() as conn:
+            result = conn.execute(insert(Cycle).values(started_at=started_at, dry_run=dry_run, pending=0,
+                                                       running=0, actions=0, failed=0, timings={}))
+            return int(result.inserted_primary_key[0])
+
+    def finish_cycle(self, cycle_id: int, *, pending: int, running: int, actions: int,
+                     failed: int, timings: dict[str, float]) -> None:
+        """Close a cycle row with its counts and per-stage timings (seconds).
+
+        The cycle's duration is ``timings["total"]`` when given, else the sum of the stages.
+        """
+        duration = timings.get("total", sum(timings.values()))
+        with self._conn() as conn:
+            result = conn.execute(update(Cycle).where(Cycle.id == cycle_id).values(
+                pending=pending, running=running, actions=actions, failed=failed,
+                timings=dict(timings), duration_s=duration))
+            if result.rowcount == 0:
+                raise StoreError(f"no cycle {cycle_id} in {self.url}")
+
+    def recent_cycles(self, limit: int = 10) -> list[CycleSummary]:
+        """The last cycles, newest first."""
+        query = select(Cycle).order_by(Cycle.id.desc()).limit(limit)
+        with self._conn() as conn:
+            return [CycleSummary(cycle_id=c.id, started_at=c.started_at, duration_s=c.duration_s or 0.0,
+                                 pending=c.pending, running=c.running, actions=c.actions, failed=c.failed,
+                                 dry_run=c.dry_run, timings=dict(c.timings or {}))
+                    for c in conn.execute(query)]
+
+    def record_predictions(self, cycle_id: int, predictions: Sequence[Prediction]) -> None:
+        """Store the predictions of a cycle.
+
+        A prediction equal to the one this repository last stored for the job (same
+        estimate, spread, source and model version) is not written again, so a stable
+        queue costs no rows; :meth:`latest_prediction` still returns the current one.
+        """
+        current = {p.job_id: (p.estimate_s, p.low_s, p.high_s, p.source, p.model_version) for p in predictions}
+        rows = [{"cycle_id": cycle_id, "job_id": job_id, "estimate_s": v[0], "low_s": v[1], "high_s": v[2],
+                 "source": v[3], "model_version": v[4]}
+                for job_id, v in current.items() if self._last_predictions.get(job_id) != v]
+        if rows:
+            with self._conn() as conn:
+                conn.execute(insert(PredictionRow), rows)
+        self._last_predictions = current
+
+    def latest_prediction(self, job_id: int) -> Prediction | None:
+        """The most recent prediction for a job."""
+        query = select(PredictionRow).where(PredictionRow.job_id == job_id).order_by(PredictionRow.id.desc()).limit(1)
+        with self._conn() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        return Prediction(job_id=row.job_id, estimate_s=row.estimate_s, low_s=row.low_s, high_s=row.high_s,
+                          source=row.source, model_version=row.model_version)
+
+    def record_decisions(self, cycle_id: int, decisions: Sequence[Decision]) -> None:
+        """Store what a cycle decided and why.
+
+        A decision identical to the job's previous one of the same kind (outcome, reason,
+        values, score and rank all equal) is not stored again: ``explain`` shows when each
+        verdict was first reached.
+        """
+        current: dict[tuple[int, str], tuple[Any, ...]] = {}
+        rows = []
+        for d in decisions:
+            value = (d.outcome, d.reason, d.previous, d.new, d.score, d.rank)
+            current[(d.job_id, d.kind)] = value
+            if self._last_decisions.get((d.job_id, d.kind)) != value:
+                rows.append({"cycle_id": cycle_id, "job_id": d.job_id, "kind": d.kind, "outcome": d.outcome,
+                             "reason": d.reason, "previous": d.previous, "new": d.new, "score": d.score,
+                             "rank": d.rank})
+        if rows:
+            with self._conn() as conn:
+                conn.execute(insert(DecisionRow), rows)
+        self._last_decisions = current
+
+    def decisions_for(self, job_id: int) -> list[tuple[float, Decision]]:
+        """Every stored decision about a job with its cycle's start time, oldest first."""
+        query = (select(Cycle.started_at, DecisionRow).join(Cycle, Cycle.id == DecisionRow.cycle_id)
+                 .where(DecisionRow.job_id == job_id).order_by(DecisionRow.cycle_id, DecisionRow.id))
+        with self._conn() as conn:
+            return [(row.started_at, Decision(job_id=row.job_id, kind=row.kind, outcome=row.outcome,
+                                              reason=row.reason, previous=row.previous, new=row.new,
+                                              score=row.score, rank=row.rank))
+                    for row in conn.execute(query)]
+
+    # --- applied changes (for revert) ---------------------------------------------
+
+    def record_applied(self, job_id: int, kind: str, previous: str | None, new: str) -> None:
+        """Remember a change made to a job; the first ``previous`` is kept as the original."""
+        with self._conn() as conn:
+            upsert(conn, AppliedChangeRow.__table__,
+                   [{"job_id": job_id, "kind": kind, "original": previous, "current": new}],
+                   ("job_id", "kind"), update=("current",))
+
+    def applied_changes(self) -> list[AppliedChange]:
+        """Every change not yet reverted, by job id."""
+        query = select(AppliedChangeRow).order_by(AppliedChangeRow.job_id, AppliedChangeRow.kind)
+        with self._conn() as conn:
+            return [AppliedChange(job_id=r.job_id, kind=r.kind, original=r.original, current=r.current)
+                    for r in conn.execute(query)]
+
+    def forget_applied(self, job_id: int, kind: str) -> None:
+        """Drop a change after it was reverted (or the job left the queue)."""
+        with self._conn() as conn:
+            conn.execute(delete(AppliedChangeRow).where(AppliedChangeRow.job_id == job_id,
+                                                        AppliedChangeRow.kind == kind))
+
+    # --- model registry -----------------------------------------------------------
+
+    def save_model(self, name: str, version: str, blob: bytes, meta: dict[str, object]) -> None:
+        """Store a fitted model as the newest version of ``name`` (replacing an equal version)."""
+        with self._conn() as conn:
+            conn.execute(delete(ModelRow).where(ModelRow.name == name, ModelRow.version == version))
+            conn.execute(insert(ModelRow).values(name=name, version=version, blob=blob, meta=dict(meta),
+                                                 saved_at=time.time()))
+
+    def load_model(self, name: str) -> tuple[str, bytes, dict[str, object]] | None:
+        """The newest (version, blob, meta) of a model, or ``None`` if none was saved."""
+        query = select(ModelRow.version, ModelRow.blob, ModelRow.meta).where(
+            ModelRow.name == name).order_by(ModelRow.id.desc()).limit(1)
+        with self._conn() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else (row.version, bytes(row.blob), dict(row.meta or {}))
+
+
+def open_repository(config: Config, *, create: bool = False, url: str | None = None) -> SqlJobRepository:
+    """The repository the configuration names, with its schema checked.
+
+    Args:
+        config: ``db.url`` (default: SQLite under ``daemon.state_dir``) and ``db.busy_timeout_s``.
+        create: migrate a database that slurmsched never touched (no tables yet) to the
+            current schema instead of refusing it; an older schema is still refused.
+        url: use this URL instead of the configured one (``--db``).
+
+    Raises:
+        SchemaOutOfDate: the schema is not the one this slurmsched needs.
+        StoreError: the database cannot be opened.
+    """
+    repo = SqlJobRepository.from_url(url or config.db_url, busy_timeout_s=config.db.busy_timeout_s)
+    try:
+        if create and repo.schema_revision() is None:
+            repo.upgrade()
+        repo.check_schema()
+    except BaseException:
+        repo.close()
+        raise
+    return repo
+

@@ -27,9 +27,10 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 from slurmsched.errors import StoreError
+from slurmsched.planner.scale import SiteFactorScale
 
 log = logging.getLogger(__name__)
 
@@ -68,25 +69,17 @@ class SubmitCache:
     estimates: tuple[SubmitEstimate, ...]
 
 
-def levels_from(value_of: Callable[[float], int], *, low_s: float = 1.0,
-                high_s: float = float(MAX_SERVICE_S), steps_per_doubling: int = 4) -> tuple[tuple[int, int], ...]:
-    """Sample a monotone service -> SiteFactor mapping into a step table.
+def levels_for(scale: SiteFactorScale) -> tuple[tuple[int, int], ...]:
+    """The planner's SiteFactor levels as the cache's step table.
 
-    ``value_of`` is evaluated on a geometric grid (``steps_per_doubling`` points per
-    factor of two, i.e. within 19 % of any service); consecutive grid points with the
-    same value collapse into one level whose bound is the last of them.
+    Level ``l`` of ``scale`` holds services below ``min_service_s x ratio^(l+1)``; a
+    whole number of GPU-seconds is below that bound exactly when it is at most
+    ``ceil(bound) - 1``, which is the bound written. The last level takes everything
+    above (:data:`MAX_SERVICE_S`).
     """
-    ratio = 2.0 ** (1.0 / steps_per_doubling)
-    count = int(math.ceil(math.log(high_s / low_s, ratio))) + 1
-    levels: list[tuple[int, int]] = []
-    for i in range(count):
-        bound = min(high_s, low_s * ratio ** i)
-        value, ceiling = int(value_of(bound)), int(math.ceil(bound))
-        if levels and levels[-1][1] == value:
-            levels[-1] = (ceiling, value)
-        elif not levels or ceiling > levels[-1][0]:
-            levels.append((ceiling, value))
-    levels[-1] = (MAX_SERVICE_S, levels[-1][1])
+    levels = [(math.ceil(scale.min_service_s * math.exp(scale.log_ratio * (level + 1))) - 1, scale.value(level))
+              for level in range(scale.top)]
+    levels.append((MAX_SERVICE_S, scale.value(scale.top)))
     return tuple(levels)
 
 

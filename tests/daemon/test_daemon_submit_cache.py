@@ -2,35 +2,36 @@
 
 from __future__ import annotations
 
-import math
 import os
 
 import pytest
 
+from slurmsched.config import PlannerSection
 from slurmsched.errors import StoreError
-from slurmsched.submit_cache import (MAX_SERVICE_S, SubmitCache, SubmitEstimate, levels_from,
+from slurmsched.model import SchedulerConfig
+from slurmsched.planner import SiteFactorScale
+from slurmsched.submit_cache import (MAX_SERVICE_S, SubmitCache, SubmitEstimate, levels_for,
                                      read_submit_cache, render, write_submit_cache)
 
-
-def _value(service_s: float) -> int:
-    return max(0, 10000 - int(1000 * math.log10(service_s)))
+SCALE = SiteFactorScale.build(PlannerSection(), SchedulerConfig(weight_age=10000, weight_fairshare=10000))
 
 
 def _cache(**kw) -> SubmitCache:
-    base = dict(written_at=1_700_000_000, max_age_s=600, cpu_weight=0.25, levels=levels_from(_value),
+    base = dict(written_at=1_700_000_000, max_age_s=600, cpu_weight=0.25, levels=levels_for(SCALE),
                 estimates=(SubmitEstimate("alice", "train resnet", 3600), SubmitEstimate("bob", "eval", 60)))
     return SubmitCache(**{**base, **kw})
 
 
-def test_levels_are_a_step_table_of_the_mapping():
-    levels = levels_from(_value)
+@pytest.mark.parametrize("planner", [PlannerSection(), PlannerSection(mode="blend", level_ratio=1.5),
+                                     PlannerSection(min_service_gpu_h=0.001, max_service_gpu_h=7.0)])
+def test_levels_give_exactly_the_planners_site_factor(planner):
+    scale = SiteFactorScale.build(planner, SchedulerConfig(weight_age=1000, weight_fairshare=5000))
+    levels = levels_for(scale)
     bounds = [b for b, _ in levels]
     assert bounds == sorted(set(bounds)) and bounds[-1] == MAX_SERVICE_S
-    assert [v for _, v in levels] == sorted((v for _, v in levels), reverse=True)
-    for service in (1, 7, 150, 3600 * 8, 10 ** 7):
-        value = next(v for b, v in levels if service <= b)
-        # the step table is within one grid step (19 %) of the true mapping
-        assert _value(service * 1.19) <= value <= _value(service / 1.19)
+    services = {1, 2, MAX_SERVICE_S} | {b + d for b, _ in levels[:-1] for d in (-1, 0, 1)}
+    for service in sorted(services):
+        assert next(v for b, v in levels if service <= b) == scale.site_factor(service), service
 
 
 def test_render_exact_format_and_round_trip(tmp_path):

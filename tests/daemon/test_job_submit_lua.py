@@ -8,19 +8,18 @@ missing or wrong must leave jobs untouched and still accepted.
 
 from __future__ import annotations
 
-import math
 import time
 
 import pytest
 
-from slurmsched.submit_cache import (CACHE_FILE_NAME, SubmitCache, SubmitEstimate, levels_from,
-                                     write_submit_cache)
+from slurmsched.config import PlannerSection
+from slurmsched.model import SchedulerConfig
+from slurmsched.planner import SiteFactorScale
+from slurmsched.submit_cache import CACHE_FILE_NAME, SubmitCache, SubmitEstimate, levels_for, write_submit_cache
 
 pytestmark = pytest.mark.slurm
 
-
-def _value(service_s: float) -> int:
-    return max(0, 100000 - int(10000 * math.log10(max(service_s, 1.0))))
+LEVELS = levels_for(SiteFactorScale.build(PlannerSection(), SchedulerConfig(weight_age=10000, weight_fairshare=10000)))
 
 
 @pytest.fixture
@@ -65,7 +64,7 @@ def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, cache_path
     user = slurm_cluster.run("id", "-un").stdout.strip()
     names = {k: f"{busy.prefix}{k}" for k in ("short", "long", "cpu", "capped")}
     cache = SubmitCache(written_at=int(time.time()), max_age_s=600, cpu_weight=0.25,
-                        levels=levels_from(_value),
+                        levels=LEVELS,
                         estimates=(SubmitEstimate(user, names["short"], 120),
                                    SubmitEstimate(user, names["long"], 50000),
                                    SubmitEstimate(user, names["cpu"], 300),
@@ -94,7 +93,7 @@ def test_a_missing_or_bad_cache_leaves_jobs_untouched(slurm_cluster, cache_path,
     user = slurm_cluster.run("id", "-un").stdout.strip()
     name = f"{busy.prefix}job"
     written = int(time.time()) - (3600 if broken == "stale" else 0)
-    write_submit_cache(cache_path, SubmitCache(written, 600, 0.25, levels_from(_value),
+    write_submit_cache(cache_path, SubmitCache(written, 600, 0.25, LEVELS,
                                                (SubmitEstimate(user, name, 60),)))
     if broken == "missing":
         cache_path.unlink()

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from slurmsched.config import ConstraintsSection
-from slurmsched.model import Action, ClusterSnapshot, JobRecord, NodeRecord, SetFeatures, SetSwitches
+from slurmsched.model import (Action, ClusterSnapshot, JobRecord, NodeRecord, SchedulerConfig, SetFeatures,
+                              SetSwitches)
 
 UNUSABLE_NODE_STATES = frozenset({
     "DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING", "POWERED_DOWN",
@@ -27,7 +28,13 @@ class _GpuNode:
 
 
 class ConstraintTuner:
-    """Plans ``SetSwitches`` and ``SetFeatures`` actions from one snapshot."""
+    """Plans ``SetSwitches`` and ``SetFeatures`` actions.
+
+    Switch requests depend only on the job and the scheduler configuration
+    (:meth:`switches`); GPU-type widening also depends on the nodes' free GPUs, so the
+    caller re-runs :meth:`widen` over the *pinned* jobs (:meth:`pinned`) whenever nodes
+    or pinned jobs change.
+    """
 
     def __init__(self, section: ConstraintsSection) -> None:
         self.section = section
@@ -36,30 +43,40 @@ class ConstraintTuner:
             for group in section.gpu_equivalence for gpu_type in group}
 
     def plan(self, jobs: Sequence[JobRecord], snapshot: ClusterSnapshot) -> list[Action]:
-        """Actions for ``jobs`` (pending, unprotected, most urgent first)."""
-        actions: list[Action] = []
-        config = snapshot.config
-        if self.section.switches and config.topology_plugin == "topology/tree":
-            wait = min(self.section.switch_wait_s, config.max_switch_wait_s)
-            actions.extend(
-                SetSwitches(job.job_id, 1, wait, job.switches or 0, job.switch_wait_s,
-                            f"multi-node GPU job: keep its {job.nodes} nodes on one leaf switch"
-                            f" (waits up to {wait} s for that)")
-                for job in jobs if job.nodes > 1 and job.gpus > 0 and not job.switches)
-        if self._class_of:
-            actions.extend(self._widen(jobs, snapshot.nodes))
+        """Every constraint action for ``jobs`` (pending, unprotected, most urgent first)."""
+        actions: list[Action] = [a for a in (self.switches(job, snapshot.config) for job in jobs) if a is not None]
+        actions.extend(self.widen([job for job in jobs if self.pinned(job)], snapshot.nodes))
         return actions
 
-    def _widen(self, jobs: Sequence[JobRecord], nodes: Iterable[NodeRecord]) -> list[SetFeatures]:
-        """``Features=t|u`` for jobs pinned to a saturated type ``t`` while ``u`` has room."""
+    def switches(self, job: JobRecord, config: SchedulerConfig) -> SetSwitches | None:
+        """``Switches=1@<wait>`` for a multi-node GPU job without a switch request (topology/tree only)."""
+        if (not self.section.switches or config.topology_plugin != "topology/tree"
+                or job.nodes <= 1 or job.gpus <= 0 or job.switches):
+            return None
+        wait = min(self.section.switch_wait_s, config.max_switch_wait_s)
+        return SetSwitches(job.job_id, 1, wait, job.switches or 0, job.switch_wait_s,
+                           f"multi-node GPU job: keep its {job.nodes} nodes on one leaf switch"
+                           f" (waits up to {wait} s for that)")
+
+    def pinned(self, job: JobRecord) -> bool:
+        """True when ``Features`` pin an untyped GPU job to one type of an equivalence class."""
+        return (bool(self._class_of) and job.gpus > 0 and job.gpu_type is None
+                and job.features.strip().lower() in self._class_of)
+
+    def widen(self, jobs: Sequence[JobRecord], nodes: Iterable[NodeRecord]) -> list[SetFeatures]:
+        """``Features=t|u`` for pinned jobs whose type ``t`` is saturated while ``u`` has room.
+
+        Jobs are taken in the given order (most urgent first) and each widened job uses
+        up its GPUs of the equivalent type's idle budget.
+        """
+        if not jobs:
+            return []
         by_type = _gpu_nodes_by_type(nodes)
         budget = {t: sum(n.free for n in group) for t, group in by_type.items()}
         actions = []
         for job in jobs:
             pinned = job.features.strip().lower()
-            group = self._class_of.get(pinned)
-            if group is None or job.gpus <= 0 or job.gpu_type is not None:
-                continue
+            group = self._class_of[pinned]
             need = math.ceil(job.gpus / max(job.nodes, 1))
             parts = frozenset(p for p in job.partition.split(",") if p)
             if _fits(by_type.get(pinned, ()), parts, need, job.nodes):

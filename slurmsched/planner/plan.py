@@ -15,6 +15,8 @@ other job's value and an unchanged queue plans nothing. Guard rails:
 
 from __future__ import annotations
 
+import enum
+import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -69,8 +71,22 @@ def count_rpcs(actions: Sequence[Action], jobs_per_rpc: int = SITE_FACTOR_BATCH)
     return calls + sum(-(-n // jobs_per_rpc) for n in per_value.values())
 
 
+class Step(enum.Enum):
+    """What the planner wants for one job's SiteFactor."""
+
+    KEEP = "keep"        # nothing to do
+    SEND = "send"        # set the value (an action)
+    ADOPT = "adopt"      # the job already holds a slurmsched level nobody recorded: record it
+    SETTLE = "settle"    # the job holds its original value again: forget the record
+    HOLD = "hold"        # a change smaller than the hysteresis: keep the current level
+
+
 class Planner:
-    """Turns a :class:`Ranking` into actions for one snapshot.
+    """Turns scores into actions for one snapshot.
+
+    :meth:`plan` is the whole-queue form; the engine calls the per-job pieces
+    (:meth:`eligible`, :meth:`site_factor_step`, :attr:`tuner`, :meth:`select`) only
+    for jobs that changed, which yields the same actions.
 
     Args:
         config: the whole configuration (``[planner]`` and ``[constraints]`` are used).
@@ -89,12 +105,44 @@ class Planner:
             self._scale = (config, SiteFactorScale.build(self.section, config))
         return self._scale[1]
 
-    def protected(self, job: JobRecord) -> bool:
-        """True for jobs slurmsched must never touch (protected partition or QOS)."""
-        if job.qos in self._protected_qos:
-            return True
-        return bool(self._protected_partitions) and any(
-            p in self._protected_partitions for p in job.partition.split(","))
+    def eligible(self, job: JobRecord) -> bool:
+        """False for jobs slurmsched must not touch: protected partition or QOS, or held (priority 0)."""
+        if job.priority == 0 or job.qos in self._protected_qos:
+            return False
+        return not (self._protected_partitions and any(
+            p in self._protected_partitions for p in job.partition.split(",")))
+
+    def site_factor_step(self, job: JobRecord, score: float, reorders: bool, record: AppliedChange | None,
+                         scale: SiteFactorScale) -> tuple[Step, int, int]:
+        """Decide one job's SiteFactor: ``(step, value, current)``.
+
+        ``value`` is the value to send (SEND) or to record (ADOPT); ``current`` is the
+        job's SiteFactor now (from ``sprio``, else slurmsched's record, else 0).
+        """
+        current = job.site_factor if job.site_factor is not None else (
+            int(record.current) if record is not None else 0)
+        if not reorders:
+            if record is None:
+                return Step.KEEP, current, current
+            original = int(record.original or 0)
+            return (Step.SETTLE, current, current) if current == original else (Step.SEND, original, current)
+        position = scale.position(score)
+        level = math.floor(position)
+        target = scale.value(level)
+        now_level = scale.level_of_value(current)
+        held = False
+        if current != target:
+            hysteresis = self.section.hysteresis_levels
+            if (now_level is None or GUARD_LEVEL in (now_level, level)
+                    or not now_level - hysteresis <= position < now_level + 1 + hysteresis):
+                return Step.SEND, target, current
+            held = True
+        if record is None:
+            if current != 0 and now_level is not None:
+                return Step.ADOPT, current, current
+        elif str(current) == (record.original or "0"):
+            return Step.SETTLE, current, current
+        return (Step.HOLD if held else Step.KEEP), current, current
 
     def plan(self, ranking: Ranking, snapshot: ClusterSnapshot,
              applied: Mapping[tuple[int, str], AppliedChange]) -> Plan:
@@ -107,8 +155,7 @@ class Planner:
         """
         scale = self.scale(snapshot.config)
         pending = {j.job_id: j for j in snapshot.jobs if j.state is JobState.PENDING}
-        hysteresis = self.section.hysteresis_levels
-        site_actions: list[tuple[int, Action]] = []
+        ranked: list[tuple[int, Action]] = []
         adopted: list[SetSiteFactor] = []
         settled: list[tuple[int, str]] = []
         eligible: list[JobRecord] = []
@@ -116,53 +163,39 @@ class Planner:
         held = 0
         for score in ranking.scores:
             job = pending.get(score.job_id)
-            if job is None or job.priority == 0 or self.protected(job):
+            if job is None or not self.eligible(job):
                 continue
             eligible.append(job)
             rank_of[job.job_id] = score.rank
-            record = applied.get((job.job_id, SITE_FACTOR))
-            current = job.site_factor if job.site_factor is not None else (
-                int(record.current) if record is not None else 0)
-            if not ranking.reorders:
-                if record is not None:
-                    original = int(record.original or 0)
-                    if current == original:
-                        settled.append((job.job_id, SITE_FACTOR))
-                    else:
-                        site_actions.append((score.rank, SetSiteFactor(
-                            job.job_id, original, current, f"{ranking.policy}: undo slurmsched's SiteFactor")))
-                continue
-            position = scale.position(score.score)
-            level = int(position // 1)
-            target = scale.value(level)
-            if current == target:
-                if record is None and target != 0:
-                    adopted.append(SetSiteFactor(job.job_id, target, 0, score.reason))
-                elif record is not None and str(target) == (record.original or "0"):
-                    settled.append((job.job_id, SITE_FACTOR))
-                continue
-            now_level = scale.level_of_value(current)
-            if (now_level is not None and GUARD_LEVEL not in (now_level, level)
-                    and now_level - hysteresis <= position < now_level + 1 + hysteresis):
+            step, value, current = self.site_factor_step(
+                job, score.score, ranking.reorders, applied.get((job.job_id, SITE_FACTOR)), scale)
+            if step is Step.SEND:
+                reason = score.reason if ranking.reorders else f"{ranking.policy}: undo slurmsched's SiteFactor"
+                ranked.append((score.rank, SetSiteFactor(job.job_id, value, current, reason)))
+            elif step is Step.ADOPT:
+                adopted.append(SetSiteFactor(job.job_id, value, 0, score.reason))
+            elif step is Step.SETTLE:
+                settled.append((job.job_id, SITE_FACTOR))
+            elif step is Step.HOLD:
                 held += 1
-                continue
-            site_actions.append((score.rank, SetSiteFactor(job.job_id, target, current, score.reason)))
-        tuned = [(rank_of[a.job_id], a) for a in self.tuner.plan(eligible, snapshot)]
-        ordered = [a for _, a in sorted(site_actions + tuned, key=lambda ra: ra[0])]
-        chosen, rpcs = self._cap(ordered)
-        return Plan(tuple(chosen), tuple(adopted), tuple(settled), held, len(ordered) - len(chosen), rpcs)
+        ranked.extend((rank_of[a.job_id], a) for a in self.tuner.plan(eligible, snapshot))
+        chosen, rpcs = self.select(ranked)
+        return Plan(tuple(chosen), tuple(adopted), tuple(settled), held, len(ranked) - len(chosen), rpcs)
 
-    def _cap(self, ordered: list[Action]) -> tuple[list[Action], int]:
-        """The longest most-urgent-first selection that fits in ``max_rpcs_per_cycle`` calls."""
+    def select(self, ranked: Sequence[tuple[int, Action]]) -> tuple[list[Action], int]:
+        """The best-ranked actions that fit in ``max_rpcs_per_cycle`` calls, and the calls they take.
+
+        Args:
+            ranked: ``(rank, action)`` pairs in any order; lower ranks go first.
+        """
         limit = self.section.max_rpcs_per_cycle
-        per_call = SITE_FACTOR_BATCH
         batch_fill: dict[int, int] = {}
         chosen: list[Action] = []
         calls = 0
-        for action in ordered:
+        for _, action in sorted(ranked, key=lambda ra: ra[0]):
             if isinstance(action, SetSiteFactor):
                 filled = batch_fill.get(action.value, 0)
-                opens_call = filled % per_call == 0
+                opens_call = filled % SITE_FACTOR_BATCH == 0
                 if opens_call and calls >= limit:
                     continue
                 batch_fill[action.value] = filled + 1

@@ -1,9 +1,10 @@
 """What every queue-ordering policy sees and returns.
 
-A policy is a pure function of a :class:`PolicyContext` (the pending jobs, their
-predictions and the time) to a :class:`Ranking`. It performs no I/O and keeps no
-state between calls, so the daemon and the simulator get the same answer from the
-same inputs.
+A policy is pure: each job's score is a function of that job, its prediction and the
+time only (never of the other jobs), so a job's score can be computed once and kept
+while nothing about it changes. :meth:`Policy.epoch` says when time itself changes
+scores (an aging policy's tick); between two epochs an unchanged job keeps its score.
+The order is ascending ``(score, submit time, job id)``: deterministic tie-breaks.
 """
 
 from __future__ import annotations
@@ -38,8 +39,7 @@ class JobScore:
         job_id: the job.
         score: the job's own score; lower runs earlier. For ``qssf`` it is the
             predicted service in GPU-seconds, shrunk by the aging guard while the job
-            waits, and exactly 0 once the guard has expired. It depends on the job
-            and the time only, never on the other jobs.
+            waits, and exactly 0 once the guard has expired.
         rank: 1-based position in the policy's order.
         reason: why, for humans (``slurmsched explain``).
     """
@@ -68,12 +68,65 @@ class Ranking:
     guard_s: float | None = None
 
 
+def sort_key(job: JobRecord, score: float) -> tuple[float, float, int]:
+    """The total order of every policy: score, then submit time, then job id."""
+    return (score, job.submit_time, job.job_id)
+
+
 class Policy(Protocol):
-    """A queue-ordering policy (registered by name in :mod:`slurmsched.policy.registry`)."""
+    """A queue-ordering policy (registered by name in :mod:`slurmsched.policy.registry`).
+
+    Attributes:
+        name: registry name.
+        reorders: False for policies that leave Slurm's order alone.
+        guard_s: the aging guard's bound in seconds, ``None`` without one.
+    """
 
     name: str
     reorders: bool
+    guard_s: float | None
+
+    def epoch(self, now: float) -> int:
+        """Scores of unchanged jobs stay the same while this value does."""
+        ...
+
+    def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+        """The job's own score at ``now`` (lower runs earlier); pure."""
+        ...
+
+    def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
+        """Why the job has its score, for humans."""
+        ...
 
     def rank(self, context: PolicyContext) -> Ranking:
         """Score and order every pending job of ``context``; pure, no I/O."""
         ...
+
+
+class ScoringPolicy:
+    """Base of the built-in policies: :meth:`rank` sorts by :func:`sort_key` of :meth:`score`."""
+
+    name = ""
+    reorders = True
+    guard_s: float | None = None
+
+    def epoch(self, now: float) -> int:
+        """Time alone changes no score (override for aging)."""
+        return 0
+
+    def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+        """The job's own score (subclasses define it)."""
+        raise NotImplementedError
+
+    def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
+        """Why (subclasses define it)."""
+        raise NotImplementedError
+
+    def rank(self, context: PolicyContext) -> Ranking:
+        """Every pending job scored and sorted, with reasons."""
+        now, predictions = context.now, context.predictions
+        rows = sorted((sort_key(job, self.score(job, predictions.get(job.job_id), now)), job)
+                      for job in context.pending)
+        scores = tuple(JobScore(job.job_id, key[0], i, self.explain(job, predictions.get(job.job_id), now))
+                       for i, (key, job) in enumerate(rows, 1))
+        return Ranking(self.name, self.reorders, scores, self.guard_s)

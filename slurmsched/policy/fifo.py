@@ -1,7 +1,7 @@
 """``fifo``: leave Slurm's own order alone.
 
-The ranking only documents the order Slurm listed the jobs in (submit time, then job
-id); ``reorders`` is False, so the planner sets no SiteFactor and only undoes values
+The score is the submit time, which only documents the order Slurm would use anyway;
+``reorders`` is False, so the planner sets no SiteFactor and only undoes values
 slurmsched set under another policy.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slurmsched.policy.base import JobScore, PolicyContext, Ranking
+from slurmsched.model import JobRecord, Prediction
+from slurmsched.policy.base import ScoringPolicy
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class FifoArgs:
         """Nothing to check."""
 
 
-class FifoPolicy:
+class FifoPolicy(ScoringPolicy):
     """Scores each job by its submit time; changes nothing in Slurm."""
 
     name = "fifo"
@@ -29,9 +30,10 @@ class FifoPolicy:
     def __init__(self, args: FifoArgs | None = None) -> None:
         self.args = args or FifoArgs()
 
-    def rank(self, context: PolicyContext) -> Ranking:
-        """Order by (submit time, job id); the score is the submit time."""
-        order = sorted(context.pending, key=lambda j: (j.submit_time, j.job_id))
-        scores = tuple(JobScore(job.job_id, job.submit_time, i, "fifo: Slurm's own order, unchanged")
-                       for i, job in enumerate(order, 1))
-        return Ranking(self.name, False, scores)
+    def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+        """The submit time."""
+        return job.submit_time
+
+    def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
+        """Always the same: Slurm decides."""
+        return "fifo: Slurm's own order, unchanged"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, Prediction
-from slurmsched.policy.base import JobScore, PolicyContext, Ranking
+from slurmsched.policy.base import ScoringPolicy
 
 FALLBACK_DURATION_S = 3600.0
 
@@ -63,7 +63,7 @@ def _size_text(job: JobRecord, cpu_gpu_weight: float) -> str:
     return f"{max(job.cpus, 1)} CPUs x {cpu_gpu_weight:g} GPU/CPU"
 
 
-class QssfPolicy:
+class QssfPolicy(ScoringPolicy):
     """Ascending predicted service (GPU-seconds), with or without the aging guard."""
 
     reorders = True
@@ -72,47 +72,47 @@ class QssfPolicy:
         self.args = args or QssfArgs()
         self.aging = aging
         self.name = "qssf" if aging else "qssf-noaging"
-        self._guard_s = self.args.max_wait_h * 3600.0
+        self.guard_s = self.args.max_wait_h * 3600.0 if aging else None
         self._step_s = self.args.aging_step_h * 3600.0
+
+    def epoch(self, now: float) -> int:
+        """The aging tick (constant without aging)."""
+        return math.floor(now / self._step_s) if self.aging else 0
 
     def waited_s(self, job: JobRecord, now: float) -> float:
         """Waiting time as the guard counts it: whole aging ticks since submission."""
         step = self._step_s
         return max(0.0, (math.floor(now / step) - math.floor(job.submit_time / step)) * step)
 
-    def rank(self, context: PolicyContext) -> Ranking:
-        """Order by aged score, then submit time, then job id."""
-        weight = self.args.cpu_gpu_weight
-        guard = self._guard_s
-        now = context.now
-        rows = []
-        for job in context.pending:
-            prediction = context.predictions.get(job.job_id)
-            service = _estimate(job, prediction) * gpu_equivalents(job, weight)
-            score = service
-            waited = 0.0
-            if self.aging:
-                waited = self.waited_s(job, now)
-                if waited >= guard:
-                    score = 0.0
-                elif waited > 0:
-                    score = max(service, 1.0) ** (1.0 - waited / guard)
-            rows.append((score, job.submit_time, job.job_id, job, prediction, service, waited))
-        rows.sort(key=lambda r: r[:3])
-        scores = tuple(JobScore(r[2], r[0], i, self._reason(r[3], r[4], r[5], r[6], r[0]))
-                       for i, r in enumerate(rows, 1))
-        return Ranking(self.name, True, scores, guard if self.aging else None)
+    def service(self, job: JobRecord, prediction: Prediction | None) -> float:
+        """Predicted duration x GPUs (or CPU GPU-equivalents), in GPU-seconds."""
+        return _estimate(job, prediction) * gpu_equivalents(job, self.args.cpu_gpu_weight)
 
-    def _reason(self, job: JobRecord, prediction: Prediction | None, service: float,
-                waited: float, score: float) -> str:
+    def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+        """Service, aged geometrically towards 1 GPU-second; 0 once the guard expired."""
+        service = self.service(job, prediction)
+        if self.guard_s is None:
+            return service
+        waited = self.waited_s(job, now)
+        if waited >= self.guard_s:
+            return 0.0
+        if waited <= 0:
+            return service
+        return min(service, max(service, 1.0) ** (1.0 - waited / self.guard_s))
+
+    def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
+        """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 24 h guard ...``."""
         estimate = _estimate(job, prediction)
         source = prediction.source if prediction is not None else "no prediction: time limit"
         text = (f"predicted {estimate / 3600:.1f} h x {_size_text(job, self.args.cpu_gpu_weight)}"
-                f" = {service / 3600:.1f} GPU-h ({source})")
-        if not self.aging:
+                f" = {self.service(job, prediction) / 3600:.1f} GPU-h ({source})")
+        if self.guard_s is None:
             return text
+        waited = self.waited_s(job, now)
+        score = self.score(job, prediction, now)
         if score == 0.0:
-            return f"{text}; waited {waited / 3600:.1f} h: {self.args.max_wait_h:g} h guard reached, ahead of every later job"
+            return (f"{text}; waited {waited / 3600:.1f} h: {self.args.max_wait_h:g} h guard reached,"
+                    " ahead of every later job")
         return (f"{text}; waiting {waited / 3600:.1f} h of {self.args.max_wait_h:g} h guard"
                 f" (aged score {score / 3600:.2f} GPU-h)")
 

@@ -1,0 +1,365 @@
+"""One scheduling cycle: the only scheduling code path, for the daemon and the simulator.
+
+``Engine.run_cycle(now)``:
+
+1. ``gateway.snapshot()`` and ``gateway.finished_since(cursor)`` (Slurm reads);
+2. the :class:`~slurmsched.engine.tracker.QueueTracker` predicts and scores only the
+   jobs that need it (new or edited jobs, jobs of users/names with newly finished
+   runs, everything after a refit, at each aging tick of the policy, and on the
+   hourly full pass) -- the same scores ``policy.rank`` gives for the whole queue;
+3. the planner decides the SiteFactor and constraints of just those jobs and of jobs
+   whose last plan is not in place yet, then caps the RPCs (best ranks first);
+4. one repository transaction: open the cycle, ingest finished jobs, move the cursor,
+   observe states, ``gateway.apply`` (unless dry-run or paused), record new
+   predictions, decisions and applied changes, close the cycle;
+5. after the commit, fold the finished jobs into the predictor's statistics.
+
+Every dependency is injected; nothing here knows whether Slurm is real or simulated.
+An unchanged queue costs no prediction, no record and no RPC.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from slurmsched.gateway.protocol import SlurmGateway
+from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, Prediction,
+                              SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor, SetSwitches)
+from slurmsched.engine.tracker import QueueChanges, QueueTracker, Tracked
+from slurmsched.planner import Plan, Planner, describe
+from slurmsched.planner.plan import SITE_FACTOR, Step
+from slurmsched.policy.base import Policy, Ranking
+from slurmsched.predict.protocol import Predictor
+from slurmsched.store.protocol import AppliedChange, JobRepository
+
+log = logging.getLogger(__name__)
+
+CURSOR = "sacct"
+KINDS = tuple(cls.__name__ for cls in (SetSiteFactor, SetSwitches, SetFeatures, SetExcludedNodes, SetPartition))
+
+_Key = tuple[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class CycleReport:
+    """What one cycle saw, decided and did.
+
+    Attributes:
+        cycle_id: the repository's id of the cycle.
+        started_at: the ``now`` the cycle ran at.
+        pending, running: job counts in the snapshot.
+        finished: finished jobs newly read from accounting.
+        outcomes: Slurm's answer to each action sent (empty on dry-run or pause).
+        decisions: everything recorded for ``explain`` this cycle.
+        plan: the planner's output (actions, adopted, held by hysteresis, deferred by
+            the RPC cap, RPCs).
+        predictions: predictions that are new or changed this cycle.
+        dry_run, paused: why nothing was applied, if so.
+        timings: seconds per stage (``snapshot``, ``finished``, ``predict``, ``plan``,
+            ``store``, ``apply``, ``record``, ``total``).
+    """
+
+    cycle_id: int
+    started_at: float
+    pending: int
+    running: int
+    finished: int
+    outcomes: tuple[ActionOutcome, ...]
+    decisions: tuple[Decision, ...]
+    plan: Plan
+    predictions: tuple[Prediction, ...]
+    dry_run: bool
+    paused: bool
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        """Actions Slurm refused."""
+        return sum(1 for o in self.outcomes if not o.ok)
+
+
+class Engine:
+    """Runs scheduling cycles over injected Slurm, history, predictor, policy and planner.
+
+    Args:
+        gateway: Slurm (real or simulated).
+        repository: slurmsched's state (SQL or in-memory).
+        predictor: duration predictor, already fitted (or see ``refit_interval_s``).
+        policy: queue-ordering policy.
+        planner: turns scores into actions.
+        dry_run: plan and record, send nothing to Slurm.
+        refit_interval_s: refit the predictor on the repository's whole history at the
+            first cycle and then every so many seconds of ``now``; ``None``: never
+            (the caller fits it).
+        refresh_s: every so many seconds of ``now`` a full pass re-reads slurmsched's
+            applied changes and predicts and plans every pending job again
+            (history-wide statistics drift slowly; other tools may have changed things).
+        history_lookback_s: on a fresh database, how far back the first cycle reads
+            accounting.
+        overlap_s: accounting is re-read this far behind the cursor, because a finished
+            job can show up in ``sacct`` a few seconds late; duplicates are dropped.
+    """
+
+    def __init__(self, gateway: SlurmGateway, repository: JobRepository, predictor: Predictor,
+                 policy: Policy, planner: Planner, *, dry_run: bool = False,
+                 refit_interval_s: float | None = None, refresh_s: float = 3600.0,
+                 history_lookback_s: float = 86400.0, overlap_s: float = 300.0) -> None:
+        self.gateway = gateway
+        self.repository = repository
+        self.predictor = predictor
+        self.policy = policy
+        self.planner = planner
+        self.dry_run = dry_run
+        self.refit_interval_s = refit_interval_s
+        self.refresh_s = refresh_s
+        self.history_lookback_s = history_lookback_s
+        self.overlap_s = overlap_s
+        self._tracker = QueueTracker(policy, predictor)
+        self._applied: dict[_Key, AppliedChange] = {}
+        self._full_at: float | None = None
+        self._last_fit: float | None = None
+        self._cursor: float | None = None
+        self._seen: dict[tuple[int, int], float] = {}
+        self._seen_limit = 4096
+        self._dirty_users: set[str] = set()
+        self._dirty_names: set[str] = set()
+        self._pinned: set[int] = set()
+        self._intents: dict[_Key, str] = {}
+
+    # -- public ---------------------------------------------------------------------
+
+    def run_cycle(self, now: float) -> CycleReport:
+        """Run one cycle at time ``now`` (POSIX seconds; simulated time in the simulator).
+
+        Raises:
+            SlurmError: the snapshot or accounting could not be read (nothing recorded).
+            StoreError: the repository failed; the cycle's transaction is rolled back
+                and the next cycle re-plans every job.
+        """
+        timings: dict[str, float] = {}
+        began = mark = time.perf_counter()
+
+        def lap(stage: str) -> None:
+            nonlocal mark
+            moment = time.perf_counter()
+            timings[stage] = moment - mark
+            mark = moment
+
+        snapshot = self.gateway.snapshot()
+        lap("snapshot")
+        finished, cursor = self._read_finished(now)
+        lap("finished")
+        if self.refit_interval_s is not None and (
+                self._last_fit is None or now - self._last_fit >= self.refit_interval_s):
+            self.refit(now)
+        full = self._full_at is None or not 0 <= now - self._full_at < self.refresh_s
+        if full:
+            self._applied = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}
+            self._full_at = now
+        pending = snapshot.pending
+        changes = self._tracker.update(pending, now, repredict_all=full,
+                                       users=self._dirty_users, names=self._dirty_names)
+        self._dirty_users, self._dirty_names = set(), set()
+        lap("predict")
+        plan = self._plan(changes, snapshot, now)
+        stale = self._stale_records(pending) if full else []
+        lap("plan")
+        try:
+            with self.repository.transaction():
+                cycle_id = self.repository.start_cycle(now, self.dry_run)
+                if finished:
+                    self.repository.ingest_finished(finished)
+                cursor = max([cursor] + [j.end_time for j in finished if j.end_time is not None])
+                self.repository.set_cursor(CURSOR, cursor)
+                self.repository.observe(snapshot)
+                paused = self.repository.is_paused()
+                lap("store")
+                outcomes: list[ActionOutcome] = []
+                if plan.actions and not (self.dry_run or paused):
+                    outcomes = self.gateway.apply(plan.actions)
+                lap("apply")
+                decisions, mirror = self._record(cycle_id, changes, plan, outcomes, stale, now)
+                self.repository.finish_cycle(
+                    cycle_id, pending=len(pending), running=len(snapshot.jobs) - len(pending),
+                    actions=len(outcomes), failed=sum(1 for o in outcomes if not o.ok),
+                    timings={**timings, "total": time.perf_counter() - began})
+        except BaseException:
+            self._full_at = None
+            raise
+        self._after_commit(finished, cursor, mirror)
+        lap("record")
+        timings["total"] = time.perf_counter() - began
+        return CycleReport(cycle_id, now, len(pending), len(snapshot.jobs) - len(pending), len(finished),
+                           tuple(outcomes), tuple(decisions), plan,
+                           tuple(t.prediction for t in changes.fresh), self.dry_run, paused, timings)
+
+    def refit(self, now: float) -> None:
+        """Refit the predictor on the repository's whole history; every job is predicted again."""
+        history = self.repository.history()
+        log.info("refitting predictor %s on %d finished jobs", self.predictor.name, len(history))
+        self.predictor.fit(history)
+        self._tracker.forget_all()
+        self._last_fit = now
+
+    def ranking(self, now: float) -> Ranking:
+        """The policy's current order of the pending queue, with reasons (as of the last cycle)."""
+        return self._tracker.ranking(now)
+
+    def predictions(self) -> dict[int, Prediction]:
+        """The current prediction of every pending job (as of the last cycle)."""
+        return self._tracker.predictions()
+
+    # -- stages ---------------------------------------------------------------------
+
+    def _read_finished(self, now: float) -> tuple[list[JobRecord], float]:
+        """Finished jobs from accounting not seen before, and the cursor they were read from.
+
+        Accounting is re-read ``overlap_s`` behind the cursor and de-duplicated. The
+        first call takes the cursor from the repository (else ``history_lookback_s``
+        before ``now``) and the jobs already stored around it.
+        """
+        cursor = self._cursor
+        if cursor is None:
+            stored = self.repository.get_cursor(CURSOR)
+            cursor = stored if stored is not None else now - self.history_lookback_s
+            for job in self.repository.history(since=cursor - self.overlap_s):
+                self._seen[(job.job_id, job.restart_count)] = job.end_time or cursor
+        seen = self._seen
+        new = [job for job in self.gateway.finished_since(cursor - self.overlap_s)
+               if (job.job_id, job.restart_count) not in seen]
+        return new, cursor
+
+    def _plan(self, changes: QueueChanges, snapshot: ClusterSnapshot, now: float) -> Plan:
+        """Plan the jobs that changed or are not settled, plus GPU-type widening of pinned jobs."""
+        planner, tuner, tracker = self.planner, self.planner.tuner, self._tracker
+        scale = planner.scale(snapshot.config)
+        reorders = self.policy.reorders
+        applied = self._applied
+        ranked: list[tuple[Tracked, Action]] = []
+        adopted: list[SetSiteFactor] = []
+        settled: list[_Key] = []
+        held = 0
+        for job_id in changes.departed:
+            self._pinned.discard(job_id)
+        for tracked in changes.replan:
+            job = tracked.job
+            tracked.settled = True
+            if not planner.eligible(job):
+                self._pinned.discard(job.job_id)
+                continue
+            step, value, current = planner.site_factor_step(
+                job, tracked.score, reorders, applied.get((job.job_id, SITE_FACTOR)), scale)
+            if step is Step.SEND:
+                reason = (self.policy.explain(job, tracked.prediction, now) if reorders
+                          else f"{self.policy.name}: undo slurmsched's SiteFactor")
+                ranked.append((tracked, SetSiteFactor(job.job_id, value, current, reason)))
+                tracked.settled = False
+            elif step is Step.ADOPT:
+                adopted.append(SetSiteFactor(job.job_id, value, 0, self.policy.explain(job, tracked.prediction, now)))
+            elif step is Step.SETTLE:
+                settled.append((job.job_id, SITE_FACTOR))
+            elif step is Step.HOLD:
+                held += 1
+            switches = tuner.switches(job, snapshot.config)
+            if switches is not None:
+                ranked.append((tracked, switches))
+                tracked.settled = False
+            if tuner.pinned(job):
+                self._pinned.add(job.job_id)
+            else:
+                self._pinned.discard(job.job_id)
+        if self._pinned:
+            pinned = sorted((tracker.jobs[i] for i in self._pinned), key=tracker.rank)
+            ranked.extend((tracker.jobs[a.job_id], a) for a in tuner.widen([t.job for t in pinned], snapshot.nodes))
+        chosen, rpcs = planner.select([(tracker.rank(t), a) for t, a in ranked])
+        return Plan(tuple(chosen), tuple(adopted), tuple(settled), held, len(ranked) - len(chosen), rpcs)
+
+    def _stale_records(self, pending: Sequence[JobRecord]) -> list[_Key]:
+        """Applied changes of jobs no longer pending (checked on full passes)."""
+        ids = {job.job_id for job in pending}
+        return [key for key in self._applied if key[0] not in ids]
+
+    def _record(self, cycle_id: int, changes: QueueChanges, plan: Plan, outcomes: Sequence[ActionOutcome],
+                stale: list[_Key], now: float) -> tuple[list[Decision], list[tuple[_Key, AppliedChange | None]]]:
+        """Write this cycle's predictions, decisions and applied changes (inside its transaction).
+
+        Returns the decisions and the changes to make to the in-memory copy of the
+        applied changes once the transaction has committed.
+        """
+        repo, tracker = self.repository, self._tracker
+        if changes.fresh:
+            repo.record_predictions(cycle_id, [t.prediction for t in changes.fresh])
+        decisions = [Decision(s.job_id, "rank", "ranked", s.reason, score=s.score, rank=s.rank)
+                     for s in (tracker.job_score(t, now) for t in changes.fresh)]
+        mirror: list[tuple[_Key, AppliedChange | None]] = []
+        if outcomes:
+            for outcome in outcomes:
+                decisions.append(self._decision(outcome.action, "ok" if outcome.ok else f"failed: {outcome.message}"))
+                if outcome.ok:
+                    mirror.append(self._remember(outcome.action))
+        elif plan.actions:
+            status = "dry-run" if self.dry_run else "skipped: paused"
+            for action in plan.actions:
+                kind, _, new = describe(action)
+                if self._intents.get((action.job_id, kind)) != new:
+                    self._intents[(action.job_id, kind)] = new
+                    decisions.append(self._decision(action, status))
+        for action in plan.adopted:
+            kind, previous, new = describe(action)
+            repo.record_applied(action.job_id, kind, previous, new)
+            mirror.append(((action.job_id, kind), AppliedChange(action.job_id, kind, previous, new)))
+            decisions.append(self._decision(action, "adopted: value already set (job_submit.lua)"))
+        gone = [(job_id, kind) for job_id in changes.departed for kind in KINDS if (job_id, kind) in self._applied]
+        for key in gone + stale + list(plan.settled):
+            repo.forget_applied(*key)
+            mirror.append((key, None))
+        for job_id in changes.departed:
+            for kind in KINDS:
+                self._intents.pop((job_id, kind), None)
+        if decisions:
+            repo.record_decisions(cycle_id, decisions)
+        return decisions, mirror
+
+    def _remember(self, action: Action) -> tuple[_Key, AppliedChange | None]:
+        """Record an applied change, or forget it when it restored the original value."""
+        kind, previous, new = describe(action)
+        key = (action.job_id, kind)
+        record = self._applied.get(key)
+        original = record.original if record is not None else previous
+        self._intents.pop(key, None)
+        if new == (original or ""):
+            if record is not None:
+                self.repository.forget_applied(*key)
+            return key, None
+        self.repository.record_applied(action.job_id, kind, previous, new)
+        return key, AppliedChange(action.job_id, kind, original, new)
+
+    def _decision(self, action: Action, outcome: str) -> Decision:
+        kind, previous, new = describe(action)
+        tracked = self._tracker.jobs.get(action.job_id)
+        score = tracked.score if tracked is not None else None
+        rank = self._tracker.rank(tracked) if tracked is not None else None
+        return Decision(action.job_id, kind, outcome, action.reason, previous, new, score, rank)
+
+    def _after_commit(self, finished: Sequence[JobRecord], cursor: float,
+                      mirror: list[tuple[_Key, AppliedChange | None]]) -> None:
+        """Update in-memory state only once the cycle's transaction has committed."""
+        for key, change in mirror:
+            if change is None:
+                self._applied.pop(key, None)
+            else:
+                self._applied[key] = change
+        self._cursor = cursor
+        if finished:
+            self.predictor.update(finished)
+            for job in finished:
+                self._seen[(job.job_id, job.restart_count)] = job.end_time or cursor
+                self._dirty_users.add(job.user)
+                self._dirty_names.add(job.name)
+        if len(self._seen) > self._seen_limit:
+            horizon = cursor - self.overlap_s
+            self._seen = {k: t for k, t in self._seen.items() if t >= horizon}
+            self._seen_limit = max(4096, 2 * len(self._seen))

@@ -1,0 +1,213 @@
+"""The engine's memory of the pending queue between cycles.
+
+For every pending job the tracker keeps the record last seen, its prediction, its
+policy score and its place in the policy's order, and works out each cycle which jobs
+need anything redone:
+
+* re-predict: new jobs, jobs whose prediction inputs changed (the user edited them),
+  jobs of a user or job name that just finished a run, everything after a refit or
+  every ``refresh`` pass;
+* re-score: the above, plus every job when the policy's epoch (aging tick) changes;
+* re-plan: the above, plus jobs whose plan-relevant fields changed (SiteFactor,
+  features, switches, hold) and jobs whose last plan is not in place yet.
+
+A job whose record object is the very one seen last cycle (the simulator reuses them)
+is recognised by identity; otherwise two small tuples of fields are compared. The
+policy's order is kept as a sorted list of ``(score, submit time, job id)`` keys, so
+ranks cost a binary search and an arrival costs one insertion.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import dataclass
+from typing import Sequence
+
+from slurmsched.model import JobRecord, Prediction
+from slurmsched.policy.base import JobScore, Policy, Ranking, sort_key
+from slurmsched.predict.protocol import Predictor
+
+
+def prediction_inputs(job: JobRecord) -> tuple:
+    """The fields a prediction may depend on."""
+    return (job.user, job.name, job.account, job.partition, job.qos, job.time_limit_s, job.nodes,
+            job.cpus, job.gpus, job.gpu_type, job.memory_mb, job.submit_time)
+
+
+def plan_inputs(job: JobRecord) -> tuple:
+    """The other fields the planner looks at."""
+    return (job.site_factor, job.priority == 0, job.features, job.switches, job.switch_wait_s)
+
+
+@dataclass(slots=True)
+class Tracked:
+    """One pending job as the engine last saw, predicted, scored and planned it.
+
+    Attributes:
+        settled: the job's planned state is in place (nothing to send); False while an
+            action is deferred, failed, or not sent (dry-run, pause).
+    """
+
+    job: JobRecord
+    inputs: tuple
+    plan_inputs: tuple
+    prediction: Prediction
+    version: str
+    score: float = 0.0
+    order: tuple[float, float, int] | None = None
+    settled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueueChanges:
+    """What one cycle must redo.
+
+    Attributes:
+        replan: jobs to plan again (their score is current).
+        fresh: jobs whose prediction is new or differs from the last one.
+        departed: ids of jobs that left the pending queue.
+    """
+
+    replan: tuple[Tracked, ...]
+    fresh: tuple[Tracked, ...]
+    departed: tuple[int, ...]
+
+
+class QueueTracker:
+    """Per-job predictions, scores and order, updated by what changed.
+
+    Args:
+        policy: scores jobs (``score``, ``epoch``, ``explain``).
+        predictor: predicts re-predicted jobs in one batch.
+    """
+
+    def __init__(self, policy: Policy, predictor: Predictor) -> None:
+        self.policy = policy
+        self.predictor = predictor
+        self.jobs: dict[int, Tracked] = {}
+        self._order: list[tuple[float, float, int]] = []
+        self._epoch: int | None = None
+
+    def update(self, pending: Sequence[JobRecord], now: float, *, repredict_all: bool = False,
+               users: set[str] | frozenset[str] = frozenset(),
+               names: set[str] | frozenset[str] = frozenset()) -> QueueChanges:
+        """Take in this cycle's pending jobs.
+
+        Args:
+            pending: the snapshot's pending jobs.
+            now: cycle time (scores are computed at it).
+            repredict_all: predict every job again (refit, periodic refresh).
+            users, names: users and job names with newly finished runs; their pending
+                jobs are predicted again.
+        """
+        version = self.predictor.version
+        epoch = self.policy.epoch(now)
+        rescore_all = epoch != self._epoch
+        self._epoch = epoch
+        dirty = bool(users or names)
+        table = self.jobs
+        predict: list[JobRecord] = []
+        rescore: list[Tracked] = []
+        replan: list[Tracked] = []
+        arrived = 0
+        for job in pending:
+            tracked = table.get(job.job_id)
+            if tracked is None:
+                predict.append(job)
+                arrived += 1
+                continue
+            changed = False
+            if tracked.job is not job:
+                inputs = prediction_inputs(job)
+                if inputs != tracked.inputs:
+                    predict.append(job)
+                    continue
+                others = plan_inputs(job)
+                if others != tracked.plan_inputs:
+                    tracked.plan_inputs = others
+                    changed = True
+                tracked.job = job
+            if repredict_all or tracked.version != version or (dirty and (job.user in users or job.name in names)):
+                predict.append(job)
+            elif rescore_all:
+                rescore.append(tracked)
+            elif changed or not tracked.settled:
+                replan.append(tracked)
+        departed: tuple[int, ...] = ()
+        if len(table) + arrived != len(pending):
+            departed = tuple(table.keys() - {job.job_id for job in pending})
+        for job_id in departed:
+            self._drop(table.pop(job_id))
+        fresh = self._predict(predict, version)
+        rescore.extend(self.jobs[job.job_id] for job in predict)
+        self._rescore(rescore, now, rebuild=rescore_all)
+        return QueueChanges(tuple(rescore) + tuple(replan), tuple(fresh), departed)
+
+    def _predict(self, jobs: list[JobRecord], version: str) -> list[Tracked]:
+        """Predict ``jobs`` in one batch; returns those whose prediction is new or changed."""
+        if not jobs:
+            return []
+        fresh = []
+        for job, prediction in zip(jobs, self.predictor.predict(jobs)):
+            before = self.jobs.get(job.job_id)
+            if before is None:
+                tracked = Tracked(job, prediction_inputs(job), plan_inputs(job), prediction, version)
+                self.jobs[job.job_id] = tracked
+                fresh.append(tracked)
+                continue
+            if (before.prediction.estimate_s != prediction.estimate_s
+                    or before.prediction.source != prediction.source):
+                fresh.append(before)
+            before.job, before.inputs, before.plan_inputs = job, prediction_inputs(job), plan_inputs(job)
+            before.prediction, before.version = prediction, version
+        return fresh
+
+    def _rescore(self, jobs: list[Tracked], now: float, *, rebuild: bool) -> None:
+        """Score ``jobs`` again and move them in the order (re-sorted when many moved)."""
+        score = self.policy.score
+        rebuild = rebuild or len(jobs) > len(self.jobs) // 8
+        for tracked in jobs:
+            if not rebuild and tracked.order is not None:
+                self._remove(tracked.order)
+            tracked.score = score(tracked.job, tracked.prediction, now)
+            tracked.order = sort_key(tracked.job, tracked.score)
+            tracked.settled = False
+            if not rebuild:
+                insort(self._order, tracked.order)
+        if rebuild:
+            self._order = sorted(t.order for t in self.jobs.values() if t.order is not None)
+
+    def _drop(self, tracked: Tracked) -> None:
+        if tracked.order is not None:
+            self._remove(tracked.order)
+
+    def _remove(self, key: tuple[float, float, int]) -> None:
+        index = bisect_left(self._order, key)
+        if index < len(self._order) and self._order[index] == key:
+            del self._order[index]
+
+    def rank(self, tracked: Tracked) -> int:
+        """1-based position of a job in the policy's order."""
+        return bisect_left(self._order, tracked.order) + 1 if tracked.order is not None else len(self._order) + 1
+
+    def job_score(self, tracked: Tracked, now: float) -> JobScore:
+        """The job's :class:`JobScore` (rank and reason included)."""
+        return JobScore(tracked.job.job_id, tracked.score, self.rank(tracked),
+                        self.policy.explain(tracked.job, tracked.prediction, now))
+
+    def ranking(self, now: float) -> Ranking:
+        """The whole current order with reasons (what ``policy.rank`` would return)."""
+        scores = tuple(JobScore(key[2], key[0], i,
+                                self.policy.explain(self.jobs[key[2]].job, self.jobs[key[2]].prediction, now))
+                       for i, key in enumerate(self._order, 1))
+        return Ranking(self.policy.name, self.policy.reorders, scores, self.policy.guard_s)
+
+    def predictions(self) -> dict[int, Prediction]:
+        """The current prediction of every pending job."""
+        return {job_id: t.prediction for job_id, t in self.jobs.items()}
+
+    def forget_all(self) -> None:
+        """Drop every prediction and score (after a refit, or when state may be out of step)."""
+        self.jobs.clear()
+        self._order.clear()
+        self._epoch = None

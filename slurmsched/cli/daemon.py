@@ -1,0 +1,312 @@
+"""Daemon commands: ``run``, ``status``, ``explain``, ``pause``, ``resume``, ``revert``, ``config check``.
+
+Every option has an environment twin: options that mirror a config key use that key's
+variable (``--interval`` = ``SLURMSCHED_DAEMON_INTERVAL_S``), the rest
+``SLURMSCHED_<COMMAND>_<OPTION>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import statistics
+import time
+from contextlib import closing
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from slurmsched.cli import get_config
+from slurmsched.cli.history import Duration
+from slurmsched.config import Config
+from slurmsched.errors import SlurmschedError
+from slurmsched.model import Decision
+from slurmsched.store.protocol import JobRepository
+
+PAUSED_HINT = "run 'slurmsched resume' to let it act again"
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:.0f} s"
+
+
+def _repository(config: Config):
+    from slurmsched.store.repository import open_repository
+
+    return open_repository(config)
+
+
+def _remove_submit_cache(config: Config) -> bool:
+    path = config.daemon.submit_cache_path
+    existed = path.exists()
+    path.unlink(missing_ok=True)
+    return existed
+
+
+# --- run ---------------------------------------------------------------------------------
+
+@click.command("run")
+@click.option("--interval", type=Duration(), default=None, envvar="SLURMSCHED_DAEMON_INTERVAL_S", show_envvar=True,
+              help="Time between cycles (3600, 90s, 5m); default daemon.interval_s.")
+@click.option("--once", is_flag=True, envvar="SLURMSCHED_RUN_ONCE", show_envvar=True,
+              help="Run one cycle and exit (status 2 if it failed).")
+@click.option("--dry-run/--no-dry-run", "dry_run", default=None, envvar="SLURMSCHED_DAEMON_DRY_RUN",
+              show_envvar=True, help="Plan and record, send nothing to Slurm; default daemon.dry_run.")
+@click.option("--policy", default=None, envvar="SLURMSCHED_POLICY_NAME", show_envvar=True,
+              help="Queue policy: qssf, qssf-noaging or fifo; default policy.name.")
+@click.option("--predictor", default=None, envvar="SLURMSCHED_DAEMON_PREDICTOR", show_envvar=True,
+              help="Duration predictor; default daemon.predictor.")
+@click.pass_context
+def run(ctx: click.Context, interval: float | None, once: bool, dry_run: bool | None, policy: str | None,
+        predictor: str | None) -> None:
+    """Run the scheduling loop (SIGTERM/SIGINT: stop after this cycle; twice: stop now)."""
+    from slurmsched.daemon import build_daemon
+
+    config = (get_config(ctx).with_overrides("daemon", interval_s=interval, dry_run=dry_run, predictor=predictor)
+              .with_overrides("policy", name=policy))
+    daemon = build_daemon(config)
+    try:
+        result = daemon.run(once=once)
+    finally:
+        daemon.repository.close()
+    if result.interrupted:
+        ctx.exit(130)
+
+
+# --- status ------------------------------------------------------------------------------
+
+def _prediction_error(repo: JobRepository, now: float, limit: int = 200) -> tuple[int, float, float] | None:
+    """(jobs, median |log2(predicted/actual)|, share within 2x) over recent finished jobs."""
+    errors = []
+    for job in repo.history(since=now - 30 * 86400)[-limit:]:
+        prediction = repo.latest_prediction(job.job_id)
+        runtime = job.runtime_s
+        if prediction is None or not runtime or prediction.estimate_s <= 0:
+            continue
+        errors.append(abs(math.log2(prediction.estimate_s / max(runtime, 1.0))))
+    if not errors:
+        return None
+    return len(errors), statistics.median(errors), sum(e <= 1.0 for e in errors) / len(errors)
+
+
+@click.command("status")
+@click.option("--cycles", type=click.IntRange(1, 1000), default=10, show_default=True,
+              envvar="SLURMSCHED_STATUS_CYCLES", show_envvar=True, help="How many recent cycles to list.")
+@click.pass_context
+def status(ctx: click.Context, cycles: int) -> None:
+    """Last cycles, queue size, actions taken, changes in force and prediction error so far."""
+    from slurmsched.submit_cache import read_submit_cache
+
+    config = get_config(ctx)
+    now = time.time()
+    with closing(_repository(config)) as repo:
+        recent = repo.recent_cycles(cycles)
+        paused = repo.is_paused()
+        applied = repo.applied_changes()
+        model = repo.load_model(config.daemon.predictor)
+        error = _prediction_error(repo, now)
+        click.echo(f"database: {repo.url}")
+    click.echo(f"state: {'PAUSED (' + PAUSED_HINT + ')' if paused else 'active'}; policy {config.policy.name}, "
+               f"planner {config.planner.mode}, interval {config.daemon.interval_s:g} s")
+    if not recent:
+        click.echo("no cycle has run yet")
+    else:
+        last = recent[0]
+        click.echo(f"last cycle {last.cycle_id} at {_when(last.started_at)} ({now - last.started_at:.0f} s ago"
+                   f"{', dry-run' if last.dry_run else ''}): {last.pending} pending, {last.running} running")
+        click.echo(f"{'cycle':>7} {'started':19} {'took':>7} {'pending':>8} {'running':>8} {'actions':>8} "
+                   f"{'failed':>7}  mode")
+        for c in recent:
+            click.echo(f"{c.cycle_id:>7} {_when(c.started_at):19} {c.duration_s:>6.2f}s {c.pending:>8} "
+                       f"{c.running:>8} {c.actions:>8} {c.failed:>7}  {'dry-run' if c.dry_run else 'live'}")
+    kinds: dict[str, int] = {}
+    for change in applied:
+        kinds[change.kind] = kinds.get(change.kind, 0) + 1
+    click.echo("changes in force: " + (", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none")
+               + f" on {len({c.job_id for c in applied})} jobs")
+    if error is None:
+        click.echo("prediction error: no finished job with a prediction yet")
+    else:
+        n, median, within = error
+        click.echo(f"prediction error over the last {n} finished jobs: median {2 ** median:.2f}x off, "
+                   f"{within:.0%} within 2x")
+    if model is not None:
+        version, _, meta = model
+        click.echo(f"model: {config.daemon.predictor} {version}, fitted {_when(float(meta.get('fitted_at', 0)))}")
+    path = config.daemon.submit_cache_path
+    try:
+        cache = read_submit_cache(path)
+    except SlurmschedError as exc:
+        click.echo(f"submit cache: {exc}")
+    else:
+        if cache is None:
+            click.echo(f"submit cache {path}: absent (job_submit.lua leaves new jobs alone)")
+        else:
+            age = now - cache.written_at
+            state = "STALE: ignored by job_submit.lua" if age > cache.max_age_s else "in use"
+            click.echo(f"submit cache {path}: {len(cache.estimates)} estimates, written {age:.0f} s ago ({state})")
+
+
+# --- explain -----------------------------------------------------------------------------
+
+def _describe_decision(at: float, d: Decision) -> str:
+    if d.kind == "rank":
+        score = "guard reached" if d.score == 0 else f"score {d.score / 3600:.2f} GPU-h" if d.score is not None else ""
+        return f"{_when(at)}  rank #{d.rank}  {score}: {d.reason}"
+    change = f"{d.previous} -> {d.new}" if d.previous is not None or d.new is not None else ""
+    return f"{_when(at)}  {d.kind} {change}  [{d.outcome}]  {d.reason}"
+
+
+@click.command("explain")
+@click.argument("job_id", type=click.IntRange(min=1))
+@click.pass_context
+def explain(ctx: click.Context, job_id: int) -> None:
+    """Why a job sits where it does: prediction and source, score, rank, every action and why."""
+    config = get_config(ctx)
+    with closing(_repository(config)) as repo:
+        prediction = repo.latest_prediction(job_id)
+        decisions = repo.decisions_for(job_id)
+        in_force = [c for c in repo.applied_changes() if c.job_id == job_id]
+    if prediction is None and not decisions:
+        click.echo(f"no record of job {job_id}: slurmsched has not seen it pending", err=True)
+        ctx.exit(1)
+    click.echo(f"job {job_id}")
+    if prediction is not None:
+        click.echo(f"prediction: {_hours(prediction.estimate_s)} (likely {_hours(prediction.low_s)} to "
+                   f"{_hours(prediction.high_s)}), from {prediction.source}"
+                   + (f" [model {prediction.model_version}]" if prediction.model_version else ""))
+    ranks = [(at, d) for at, d in decisions if d.kind == "rank"]
+    if ranks:
+        at, last = ranks[-1]
+        click.echo(f"latest ranking ({_when(at)}): #{last.rank}, "
+                   + ("aging guard reached" if last.score == 0 else f"score {(last.score or 0) / 3600:.2f} GPU-h"))
+    click.echo("in force: " + ("; ".join(f"{c.kind} {c.original or '(none)'} -> {c.current}" for c in in_force)
+                               or "nothing (job untouched or restored)"))
+    click.echo("history:")
+    for at, decision in decisions:
+        click.echo("  " + _describe_decision(at, decision))
+
+
+# --- pause / resume ----------------------------------------------------------------------
+
+@click.command("pause")
+@click.pass_context
+def pause(ctx: click.Context) -> None:
+    """Stop changing jobs from the next cycle on (and at once for new submissions)."""
+    config = get_config(ctx)
+    with closing(_repository(config)) as repo:
+        repo.set_paused(True)
+    removed = _remove_submit_cache(config)
+    click.echo("paused: the daemon applies nothing from its next cycle on"
+               + ("; submit cache removed, job_submit.lua leaves new jobs alone" if removed else "")
+               + ". Values already set stay; 'slurmsched revert' restores them.")
+
+
+@click.command("resume")
+@click.pass_context
+def resume(ctx: click.Context) -> None:
+    """Let the daemon change jobs again."""
+    with closing(_repository(get_config(ctx))) as repo:
+        repo.set_paused(False)
+    click.echo("resumed: the daemon acts again from its next cycle on")
+
+
+# --- revert ------------------------------------------------------------------------------
+
+@click.command("revert")
+@click.pass_context
+def revert(ctx: click.Context) -> None:
+    """Pause, then restore every job slurmsched changed; report how many."""
+    from slurmsched.daemon import revert_all
+    from slurmsched.gateway import make_gateway
+    from slurmsched.planner import Planner
+
+    config = get_config(ctx)
+    with closing(_repository(config)) as repo:
+        repo.set_paused(True)
+        _remove_submit_cache(config)
+        report = revert_all(make_gateway(config), repo, Planner(config))
+    click.echo(f"reverted {report.reverted} changes on {report.jobs} pending jobs"
+               + (f" ({', '.join(f'{n} {k}' for k, n in sorted(report.kinds.items()))})" if report.kinds else "")
+               + (f"; {report.forgotten} records of jobs no longer pending dropped" if report.forgotten else ""))
+    for line in report.failures:
+        click.echo(f"failed: {line}", err=True)
+    click.echo(f"slurmsched is paused: {PAUSED_HINT}")
+    if report.failures:
+        ctx.exit(1)
+
+
+# --- config check ------------------------------------------------------------------------
+
+@click.group("config")
+def config_group() -> None:
+    """Inspect the configuration."""
+
+
+def _slurm_conf_dir(config: Config) -> Path:
+    return Path(config.slurm.conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf").parent
+
+
+@config_group.command("check")
+@click.pass_context
+def check(ctx: click.Context) -> None:
+    """Validate the config, then check the database, Slurm, the wait bound and job_submit.lua (exit 1 on a failure)."""
+    from slurmsched.gateway import make_gateway
+    from slurmsched.planner import guaranteed_wait_bound
+    from slurmsched.submit_cache import CACHE_FILE_NAME
+
+    config = get_config(ctx)
+    failures = 0
+
+    def line(state: str, text: str) -> None:
+        nonlocal failures
+        failures += state == "FAIL"
+        click.echo(f"{state:4} {text}")
+
+    line("ok", f"config {config.source}")
+    for field in dataclasses.fields(config):
+        section = getattr(config, field.name)
+        if dataclasses.is_dataclass(section):
+            values = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(section).items())
+            click.echo(f"     [{field.name}] {values}")
+    try:
+        with closing(_repository(config)) as repo:
+            line("ok", f"database {repo.url}: schema current" + (", PAUSED" if repo.is_paused() else ""))
+    except SlurmschedError as exc:
+        line("FAIL", f"database: {exc}")
+    try:
+        scheduler = make_gateway(config).scheduler_config()
+    except SlurmschedError as exc:
+        line("FAIL", f"slurm: {exc}")
+    else:
+        state = "ok" if scheduler.priority_type == "priority/multifactor" else "FAIL"
+        line(state, f"slurm: PriorityType={scheduler.priority_type}, weights age={scheduler.weight_age} "
+                    f"fairshare={scheduler.weight_fairshare} jobsize={scheduler.weight_job_size} "
+                    f"partition={scheduler.weight_partition} qos={scheduler.weight_qos}, "
+                    f"TopologyPlugin={scheduler.topology_plugin or 'none'}")
+        bound = guaranteed_wait_bound(config, scheduler)
+        line("ok" if bound.seconds is not None else "warn",
+             f"wait bound: {'none' if bound.seconds is None else _hours(bound.seconds)}: {bound.explanation}")
+    cache = config.daemon.submit_cache_path
+    writable = os.access(cache.parent if cache.parent.exists() else cache.parent.parent, os.W_OK)
+    line("ok" if writable else "FAIL", f"submit cache {cache}: directory {'writable' if writable else 'NOT writable'}")
+    conf_dir = _slurm_conf_dir(config)
+    lua, link = conf_dir / "job_submit.lua", conf_dir / CACHE_FILE_NAME
+    if not lua.is_file():
+        line("warn", f"{lua} not installed: new jobs get their SiteFactor at the next cycle, not at submit")
+    elif link.resolve() != cache.resolve():
+        line("warn", f"{link} is not {cache}: job_submit.lua will not see the daemon's cache "
+                     f"(ln -s {cache} {link})")
+    else:
+        line("ok", f"{lua} reads {cache}")
+    if failures:
+        ctx.exit(1)
+
+
+COMMANDS = [run, status, explain, pause, resume, revert, config_group]

@@ -1,0 +1,163 @@
+"""Queue-ordering policies: registry, typed arguments, QSSF order, aging guard, purity."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from slurmsched.config import load_config
+from slurmsched.errors import ConfigError
+from slurmsched.model import JobRecord, Prediction
+from slurmsched.policy import POLICIES, PolicyContext, make_policy
+
+HOUR = 3600.0
+NOW = 1_800_000_000.0  # a whole number of hours, so aging ticks line up with submit times below
+
+
+def job(job_id: int, *, gpus: int = 1, cpus: int = 1, submitted_h_ago: float = 0.0, limit_s: int | None = 86400,
+        user: str = "alice", name: str = "train") -> JobRecord:
+    return JobRecord(job_id=job_id, user=user, name=name, submit_time=NOW - submitted_h_ago * HOUR,
+                     gpus=gpus, cpus=cpus, time_limit_s=limit_s)
+
+
+def predicted(job_id: int, hours: float, source: str = "user+name history, 12 runs") -> Prediction:
+    return Prediction(job_id, hours * HOUR, hours * HOUR / 2, hours * HOUR * 2, source)
+
+
+def rank_ids(policy_name: str, jobs: list[JobRecord], predictions: list[Prediction], now: float = NOW,
+             **args: object) -> list[int]:
+    ranking = make_policy(policy_name, args).rank(
+        PolicyContext(now, tuple(jobs), {p.job_id: p for p in predictions}))
+    return [s.job_id for s in ranking.scores]
+
+
+def test_registry_names_and_unknown_policy() -> None:
+    assert set(POLICIES) == {"fifo", "qssf", "qssf-noaging"}
+    with pytest.raises(ConfigError, match=r"policy.name must be one of fifo, qssf, qssf-noaging \(got 'sjf'\)"):
+        make_policy("sjf")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"cpu_gpu_weight": 0}, r"policy\.qssf\.cpu_gpu_weight must be > 0 \(got 0\.0\)"),
+    ({"max_wait_h": -1}, r"policy\.qssf\.max_wait_h must be > 0"),
+    ({"aging_step_h": 48}, r"policy\.qssf\.aging_step_h must be > 0 and <= max_wait_h"),
+    ({"max_wait_h": "soon"}, r"policy\.qssf\.max_wait_h must be a number \(got 'soon'\)"),
+    ({"typo": 1}, r"unknown key policy\.qssf\.typo"),
+])
+def test_qssf_args_are_validated_naming_the_key(args: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make_policy("qssf", args)
+
+
+def test_policy_section_of_config_file_is_validated(tmp_path) -> None:
+    path = tmp_path / "slurmsched.toml"
+    path.write_text('[policy]\nname = "qssf"\n[policy.qssf]\ncpu_gpu_weight = -2\n')
+    with pytest.raises(ConfigError, match=r"policy\.qssf\.cpu_gpu_weight must be > 0"):
+        load_config(path, environ={})
+    path.write_text('[policy]\nname = "qssf-noaging"\n[policy.qssf]\nmax_wait_h = 12\n')
+    assert load_config(path, environ={}).policy.args_for("qssf-noaging") == {"max_wait_h": 12}
+
+
+def test_qssf_orders_by_predicted_gpu_time() -> None:
+    jobs = [job(1, gpus=8), job(2, gpus=1), job(3, gpus=2), job(4, gpus=4)]
+    # GPU-hours: 1 -> 8 x 1 h = 8, 2 -> 1 x 10 h = 10, 3 -> 2 x 2 h = 4, 4 -> 4 x 0.5 h = 2
+    predictions = [predicted(1, 1), predicted(2, 10), predicted(3, 2), predicted(4, 0.5)]
+    assert rank_ids("qssf", jobs, predictions) == [4, 3, 1, 2]
+    assert rank_ids("qssf-noaging", jobs, predictions) == [4, 3, 1, 2]
+
+
+def test_cpu_only_jobs_count_cpus_times_weight() -> None:
+    jobs = [job(1, gpus=0, cpus=32), job(2, gpus=1)]
+    predictions = [predicted(1, 1), predicted(2, 2)]
+    # 32 CPUs x 0.125 = 4 GPU-h against 2 GPU-h; with weight 0.01, 0.32 GPU-h.
+    assert rank_ids("qssf", jobs, predictions) == [2, 1]
+    assert rank_ids("qssf", jobs, predictions, cpu_gpu_weight=0.01) == [1, 2]
+
+
+def test_missing_prediction_falls_back_to_time_limit() -> None:
+    jobs = [job(1, gpus=1, limit_s=7200), job(2, gpus=1, limit_s=None)]
+    policy = make_policy("qssf")
+    assert policy.score(jobs[0], None, NOW) == 7200.0
+    assert policy.score(jobs[1], None, NOW) == 3600.0
+    assert "no prediction: time limit" in policy.explain(jobs[0], None, NOW)
+
+
+def test_ties_break_by_submit_time_then_job_id() -> None:
+    jobs = [job(7, submitted_h_ago=0.5), job(5, submitted_h_ago=0.5), job(6, submitted_h_ago=0.8)]
+    predictions = [predicted(i, 1) for i in (5, 6, 7)]
+    for name in ("qssf-noaging", "fifo"):
+        assert rank_ids(name, jobs, predictions) == [6, 5, 7]
+        assert rank_ids(name, list(reversed(jobs)), predictions) == [6, 5, 7]
+
+
+def test_aging_guard_puts_a_job_that_waited_max_wait_ahead_of_later_jobs() -> None:
+    big = job(1, gpus=64, submitted_h_ago=25)  # 64 GPUs x 100 h, waited 25 h > 24 h guard
+    small = [job(i, gpus=1, submitted_h_ago=0.5 * i) for i in range(2, 30)]
+    predictions = [predicted(1, 100)] + [predicted(j.job_id, 0.1) for j in small]
+    assert rank_ids("qssf", [big, *small], predictions)[0] == 1
+    assert rank_ids("qssf-noaging", [big, *small], predictions)[-1] == 1
+    # Before the guard expires the big job is not yet first, but its score has shrunk.
+    policy = make_policy("qssf")
+    young = job(1, gpus=64, submitted_h_ago=12)
+    aged = policy.score(young, predictions[0], NOW)
+    assert 0 < aged < policy.score(young, predictions[0], young.submit_time)
+    # Among expired jobs the earlier submission goes first.
+    older = job(9, gpus=1, submitted_h_ago=30)
+    assert rank_ids("qssf", [big, older], [predictions[0], predicted(9, 0.01)]) == [9, 1]
+
+
+def test_scores_change_only_at_aging_ticks() -> None:
+    policy = make_policy("qssf", {"aging_step_h": 1})
+    waiting = job(1, gpus=4, submitted_h_ago=3)
+    p = predicted(1, 5)
+    within = [NOW + 60 * k for k in range(60)]
+    assert {policy.epoch(t) for t in within} == {policy.epoch(NOW)}
+    assert {policy.score(waiting, p, t) for t in within} == {policy.score(waiting, p, NOW)}
+    assert policy.epoch(NOW + HOUR) != policy.epoch(NOW)
+    assert policy.score(waiting, p, NOW + HOUR) < policy.score(waiting, p, NOW)
+    assert make_policy("qssf-noaging").epoch(NOW) == make_policy("qssf-noaging").epoch(NOW + 10 * HOUR)
+
+
+def test_a_new_arrival_changes_no_other_score() -> None:
+    jobs = [job(i, gpus=1 + i % 4, submitted_h_ago=i) for i in range(1, 20)]
+    predictions = [predicted(j.job_id, 0.5 + j.job_id) for j in jobs]
+    policy = make_policy("qssf")
+    before = {s.job_id: s.score for s in policy.rank(PolicyContext(NOW, tuple(jobs), {p.job_id: p for p in predictions})).scores}
+    arrival = job(99, gpus=1)
+    context = PolicyContext(NOW, (*jobs, arrival), {p.job_id: p for p in [*predictions, predicted(99, 0.1)]})
+    after = {s.job_id: s.score for s in policy.rank(context).scores}
+    assert {k: after[k] for k in before} == before
+    assert [s.rank for s in policy.rank(context).scores] == list(range(1, 21))
+
+
+def test_reasons_say_what_the_score_is_made_of() -> None:
+    policy = make_policy("qssf")
+    j = job(1, gpus=4, submitted_h_ago=3)
+    reason = policy.explain(j, predicted(1, 2.1), NOW)
+    assert reason.startswith("predicted 2.1 h x 4 GPUs = 8.4 GPU-h (user+name history, 12 runs)")
+    assert "waiting 3.0 h of 24 h guard" in reason
+    cpu = policy.explain(job(2, gpus=0, cpus=16), predicted(2, 1), NOW)
+    assert "16 CPUs x 0.125 GPU/CPU = 2.0 GPU-h" in cpu
+    expired = policy.explain(job(3, submitted_h_ago=30), predicted(3, 1), NOW)
+    assert "24 h guard reached" in expired
+    assert "guard" not in make_policy("qssf-noaging").explain(j, predicted(1, 2.1), NOW)
+    assert make_policy("fifo").explain(j, None, NOW) == "fifo: Slurm's own order, unchanged"
+
+
+def test_fifo_does_not_reorder() -> None:
+    ranking = make_policy("fifo").rank(PolicyContext(NOW, (job(2, submitted_h_ago=1), job(1, submitted_h_ago=2)), {}))
+    assert ranking.reorders is False
+    assert [s.job_id for s in ranking.scores] == [1, 2]
+    assert ranking.guard_s is None
+    assert make_policy("qssf").rank(PolicyContext(NOW, (), {})).guard_s == 24 * HOUR
+
+
+def test_policies_import_nothing_impure() -> None:
+    code = ("import sys, slurmsched.policy; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('slurmsched'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    forbidden = ("slurmsched.gateway", "slurmsched.store", "slurmsched.sim", "slurmsched.daemon",
+                 "slurmsched.engine", "slurmsched.cli", "slurmsched.planner")
+    assert [m for m in loaded if m.startswith(forbidden)] == []

@@ -9,8 +9,24 @@ PORT=${SLURMSCHED_DEV_PORT:-16817}
 ETC="$STATE/etc"
 CONF="$ETC/slurm.conf"
 
-log() { echo "dev-cluster: $*" >&2; }
-die() { echo "dev-cluster: error: $*" >&2; exit 1; }
+# Debian packages the dev cluster runs on.
+DEV_CLUSTER_PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slurm-wlm-mysql-plugin)
+
+LOG_TAG=${LOG_TAG:-dev-cluster}
+log() { echo "$LOG_TAG: $*" >&2; }
+die() { echo "$LOG_TAG: error: $*" >&2; exit 1; }
+
+# apt_install_missing PKG...: apt-get install those of PKG that are not installed yet.
+apt_install_missing() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    log "installing ${missing[*]} with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
 
 # proc_has_env PID ENTRY: the process's initial environment contains ENTRY exactly.
 proc_has_env() {

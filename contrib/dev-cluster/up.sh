@@ -34,7 +34,6 @@ source "$HERE/lib.sh"
 export PATH="$PATH:/usr/sbin:/sbin"
 TIMEOUT=${SLURMSCHED_DEV_TIMEOUT:-90}
 LUA=${SLURMSCHED_DEV_JOB_SUBMIT_LUA:-$REPO/contrib/slurm.conf.d/job_submit.lua}
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slurm-wlm-mysql-plugin)
 
 [[ $EUID -eq 0 ]] || die "must run as root (it starts slurmd and makes device files)"
 [[ $STATE == /* ]] || die "SLURMSCHED_DEV_STATE must be an absolute path, got '$STATE'"
@@ -46,16 +45,9 @@ PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server slurm-wlm-
 DAEMON_ENV=(env "SLURM_CONF=$CONF" "SLURMSCHED_DEV_STATE=$STATE")
 
 install_packages() {
-    local missing=() p
-    for p in "${PACKAGES[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-    done
-    command -v python3 >/dev/null || missing+=(python3)
-    ((${#missing[@]})) || return 0
-    log "installing ${missing[*]} with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    local extra=()
+    command -v python3 >/dev/null || extra+=(python3)
+    apt_install_missing "${DEV_CLUSTER_PACKAGES[@]}" "${extra[@]}"
 }
 
 # wait_for WHAT LOGFILE COMMAND...: retry COMMAND until it succeeds or TIMEOUT passes.

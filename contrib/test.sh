@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# THE test command (README, .ci/run): install everything, start the dev cluster, run the
+# whole test suite.
+#
+#   contrib/test.sh [PYTEST ARGS...]
+#
+# On a fresh Debian 12 machine as root. Steps: system packages and .venv
+# (contrib/setup.sh test,postgres), the dev Slurm cluster (contrib/dev-cluster/up.sh; left
+# running afterwards, stop it with contrib/dev-cluster/down.sh), then pytest over tests/
+# with every marker. Exits non-zero if a step fails, a test fails, or no test ran at all.
+# Honours SLURMSCHED_DEV_STATE / SLURMSCHED_DEV_PORT (which dev cluster to use).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+T0=$SECONDS
+NAMES=()
+STARTS=()
+RESULT=""
+
+step() {
+    NAMES+=("$*")
+    STARTS+=("$SECONDS")
+    printf '\n==> [test.sh] %s\n' "$*"
+}
+
+finish() {
+    local rc=$? i end
+    printf '\n==> [test.sh] summary\n'
+    for i in "${!NAMES[@]}"; do
+        end=${STARTS[i + 1]:-$SECONDS}
+        printf '    %-55s %5ss\n' "${NAMES[i]}" $((end - STARTS[i]))
+    done
+    [[ -n $RESULT ]] && echo "    $RESULT"
+    if ((rc == 0)); then
+        echo "==> [test.sh] PASSED in $((SECONDS - T0))s"
+    else
+        echo "==> [test.sh] FAILED (exit $rc) in $((SECONDS - T0))s"
+    fi
+}
+trap finish EXIT
+
+step "system packages and .venv (contrib/setup.sh)"
+bash contrib/setup.sh test,postgres
+
+# Compose cluster prerequisites (podman, base image) belong here, as their own step.
+
+step "dev Slurm cluster (contrib/dev-cluster/up.sh)"
+eval "$(bash contrib/dev-cluster/up.sh </dev/null)"
+echo "SLURM_CONF=$SLURM_CONF ($(sinfo --version))"
+
+step "pytest tests/ (all markers)"
+rc=0
+.venv/bin/python -m pytest tests -p no:cacheprovider --durations=15 "$@" </dev/null || rc=$?
+case $rc in
+0) RESULT="pytest: all tests passed" ;;
+5) RESULT="pytest: NO TESTS COLLECTED (counted as a failure)" ;;
+*) RESULT="pytest: exit $rc, tests failed (see 'short test summary info' above)" ;;
+esac
+exit "$rc"

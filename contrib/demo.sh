@@ -15,7 +15,10 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
-PREFIX=demo-
+LOG_TAG=demo
+# shellcheck source=contrib/dev-cluster/lib.sh
+source contrib/dev-cluster/lib.sh
+PREFIX=demo-  # contrib/test.sh cancels jobs with this prefix before testing
 
 step() { printf '\n==> [demo.sh] %s\n' "$*"; }
 
@@ -27,13 +30,7 @@ submit() {
 }
 
 submit_workload() {
-    local old
-    old=$(squeue -h -o '%i %j' | awk -v p="$PREFIX" 'index($2, p) == 1 {print $1}')
-    if [[ -n $old ]]; then
-        echo "cancelling the previous demo's jobs: $(echo $old)"
-        # shellcheck disable=SC2086 # one argument per job id
-        scancel $old
-    fi
+    cancel_jobs_named "$PREFIX"
     # a100: 2 nodes x 8 on leaf1. The 2-node job fills them; the next two wait.
     submit train-llm -N2 --gres=gpu:a100:8 --switches=1 --time=30 --wrap 'sleep 600'
     submit finetune --gres=gpu:a100:4 --time=20 --wrap 'sleep 300'

@@ -48,6 +48,10 @@ bash contrib/setup.sh test,postgres
 step "dev Slurm cluster (contrib/dev-cluster/up.sh)"
 eval "$(bash contrib/dev-cluster/up.sh </dev/null)"
 echo "SLURM_CONF=$SLURM_CONF ($(sinfo --version))"
+LOG_TAG=test
+# shellcheck source=contrib/dev-cluster/lib.sh
+source contrib/dev-cluster/lib.sh
+cancel_jobs_named demo-  # contrib/demo.sh's workload would hold the GPUs the tests need
 
 step "pytest tests/ (all markers)"
 rc=0

@@ -1,4 +1,4 @@
-# Shared by up.sh and down.sh (sourced, not run). Needs STATE set.
+# Shared by the contrib scripts (sourced, not run): instance paths, process checks, apt.
 #
 # Every daemon of an instance is started with SLURMSCHED_DEV_STATE=$STATE in its
 # environment, so "is this pid ours?" is answered by its executable name and that
@@ -62,4 +62,15 @@ daemon_table() {
         [[ -e $f ]] && echo "$f slurmd"
     done
     return 0
+}
+
+# cancel_jobs_named PREFIX: scancel every job of the cluster at $SLURM_CONF whose name
+# starts with PREFIX.
+cancel_jobs_named() {
+    local ids
+    ids=$(squeue -h -o '%i %j' | awk -v p="$1" 'index($2, p) == 1 {print $1}' | tr '\n' ' ')
+    [[ -n $ids ]] || return 0
+    log "cancelling jobs named $1*: $ids"
+    # shellcheck disable=SC2086 # one argument per job id
+    scancel $ids
 }

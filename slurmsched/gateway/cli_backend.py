@@ -108,6 +108,8 @@ class CliGateway:
         Raises:
             SlurmCommandNotFound, SlurmUnavailable, SlurmCommandFailed, SlurmParseError.
         """
+        if since > time.time():
+            return []  # sacct refuses a start after its end ("now")
         start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(int(since)))
         args = ("--json", "-X", "-D", "-a", "-S", start, "-E", "now", "-s", TERMINAL_STATES)
         records = parse_sacct(self.commands.run("sacct", args).stdout)

@@ -358,15 +358,24 @@ def parse_sacct(raw: bytes | str) -> list[JobRecord]:
     With ``--duplicates`` a requeued job has one entry per attempt; where Slurm does
     not carry ``restart_cnt`` (22.05) the attempts of one job id are numbered in
     submit/start order. Steps are ignored. "Nothing found" (error 9003) is empty.
+    Stub records that slurmdbd has not filled in yet are left out (they come back
+    complete on a later read, so callers should re-read a window behind their cursor).
 
     Raises:
         SlurmParseError: see module docstring.
     """
     jobs = require_list(decode_json(raw, "sacct --json"), "sacct --json", "jobs")
     records = _each(jobs, "sacct --json", _sacct_job)
+    records = [r for r, job in zip(records, jobs) if not _placeholder(job)]
     if jobs and isinstance(jobs[0], dict) and "restart_cnt" not in jobs[0]:
         records = _number_attempts(records)
     return records
+
+
+def _placeholder(job: Mapping[str, Any]) -> bool:
+    """22.05's slurmdbd first stores a finished batch job as a stub (name ``allocation``,
+    time limit 0, nothing requested) and fills it in a second or two later."""
+    return job["time"].get("limit") == 0 and not (job.get("tres") or {}).get("requested")
 
 
 def _sacct_job(job: Mapping[str, Any]) -> JobRecord:

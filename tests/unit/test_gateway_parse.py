@@ -161,6 +161,13 @@ def test_sacct_2511_records():
     assert pending.state is JobState.PENDING and pending.start_time is None and pending.end_time is None
 
 
+def test_sacct_stub_records_are_left_out():
+    """Right after a job ends, 22.05 shows it named "allocation" with limit 0 for a second or two."""
+    doc = json.loads(raw("22.05/sacct_placeholder.json"))
+    assert doc["jobs"][0]["name"] == "allocation" and doc["jobs"][0]["time"]["limit"] == 0
+    assert parse_sacct(raw("22.05/sacct_placeholder.json")) == []
+
+
 def test_sacct_nothing_found_is_empty():
     assert parse_sacct(raw("22.05/sacct_nothing_found.json")) == []
 

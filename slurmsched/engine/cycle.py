@@ -30,7 +30,7 @@ from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, 
                               SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor, SetSwitches)
 from slurmsched.engine.tracker import QueueChanges, QueueTracker, Tracked
 from slurmsched.planner import Plan, Planner, describe
-from slurmsched.planner.plan import SITE_FACTOR, Step
+from slurmsched.planner.plan import SITE_FACTOR, SWITCHES, Step
 from slurmsched.policy.base import Policy, Ranking
 from slurmsched.predict.protocol import Predictor
 from slurmsched.store.protocol import AppliedChange, JobRepository
@@ -263,7 +263,7 @@ class Engine:
                 settled.append((job.job_id, SITE_FACTOR))
             elif step is Step.HOLD:
                 held += 1
-            switches = tuner.switches(job, snapshot.config)
+            switches = tuner.switches(job, snapshot.config, (job.job_id, SWITCHES) in applied)
             if switches is not None:
                 ranked.append((tracked, switches))
                 tracked.settled = False

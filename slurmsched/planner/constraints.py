@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Container, Iterable, Sequence
 
 from slurmsched.config import ConstraintsSection
 from slurmsched.model import (Action, ClusterSnapshot, JobRecord, NodeRecord, SchedulerConfig, SetFeatures,
@@ -42,15 +42,25 @@ class ConstraintTuner:
             gpu_type.lower(): tuple(t.lower() for t in group)
             for group in section.gpu_equivalence for gpu_type in group}
 
-    def plan(self, jobs: Sequence[JobRecord], snapshot: ClusterSnapshot) -> list[Action]:
-        """Every constraint action for ``jobs`` (pending, unprotected, most urgent first)."""
-        actions: list[Action] = [a for a in (self.switches(job, snapshot.config) for job in jobs) if a is not None]
+    def plan(self, jobs: Sequence[JobRecord], snapshot: ClusterSnapshot,
+             switched: Container[int] = ()) -> list[Action]:
+        """Every constraint action for ``jobs`` (pending, unprotected, most urgent first).
+
+        Args:
+            switched: ids of jobs slurmsched already gave a switch request.
+        """
+        actions: list[Action] = [a for a in (self.switches(job, snapshot.config, job.job_id in switched)
+                                             for job in jobs) if a is not None]
         actions.extend(self.widen([job for job in jobs if self.pinned(job)], snapshot.nodes))
         return actions
 
-    def switches(self, job: JobRecord, config: SchedulerConfig) -> SetSwitches | None:
-        """``Switches=1@<wait>`` for a multi-node GPU job without a switch request (topology/tree only)."""
-        if (not self.section.switches or config.topology_plugin != "topology/tree"
+    def switches(self, job: JobRecord, config: SchedulerConfig, set_before: bool = False) -> SetSwitches | None:
+        """``Switches=1@<wait>`` for a multi-node GPU job without a switch request (topology/tree only).
+
+        ``set_before`` says slurmsched already set one: ``squeue --json`` of Slurm 22.05
+        does not report switch requests, so the job's own field may not show it.
+        """
+        if (set_before or not self.section.switches or config.topology_plugin != "topology/tree"
                 or job.nodes <= 1 or job.gpus <= 0 or job.switches):
             return None
         wait = min(self.section.switch_wait_s, config.max_switch_wait_s)

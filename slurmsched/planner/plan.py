@@ -22,13 +22,15 @@ from typing import Mapping, Sequence
 
 from slurmsched.config import Config
 from slurmsched.gateway.cli_backend import SITE_FACTOR_BATCH
-from slurmsched.model import Action, ClusterSnapshot, JobRecord, JobState, SchedulerConfig, SetSiteFactor
+from slurmsched.model import (Action, ClusterSnapshot, JobRecord, JobState, SchedulerConfig, SetSiteFactor,
+                              SetSwitches)
 from slurmsched.planner.constraints import ConstraintTuner
 from slurmsched.planner.scale import GUARD_LEVEL, SiteFactorScale
 from slurmsched.policy.base import Ranking
 from slurmsched.store.protocol import AppliedChange
 
 SITE_FACTOR = SetSiteFactor.__name__
+SWITCHES = SetSwitches.__name__
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +180,8 @@ class Planner:
                 settled.append((job.job_id, SITE_FACTOR))
             elif step is Step.HOLD:
                 held += 1
-        ranked.extend((rank_of[a.job_id], a) for a in self.tuner.plan(eligible, snapshot))
+        switched = {job_id for job_id, kind in applied if kind == SWITCHES}
+        ranked.extend((rank_of[a.job_id], a) for a in self.tuner.plan(eligible, snapshot, switched))
         chosen, rpcs = self.select(ranked)
         return Plan(tuple(chosen), tuple(adopted), tuple(settled), held, len(ranked) - len(chosen), rpcs)
 

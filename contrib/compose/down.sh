@@ -1,0 +1,38 @@
+#!/bin/bash
+# Stop slurmsched's compose cluster and remove its containers, network and volumes (job
+# state, accounting and history database included). Only the compose project `slurmsched`
+# is touched; images are kept so the next up.sh starts quickly (--images removes them too).
+#
+#   contrib/compose/down.sh [--keep-volumes] [--images]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+volumes=(-v)
+images=0
+for arg in "$@"; do
+    case "$arg" in
+        --keep-volumes) volumes=() ;;
+        --images) images=1 ;;
+        -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+        *) echo "down.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+pick_engine
+if [ "$ENGINE" = podman ] && ! command -v podman >/dev/null 2>&1; then
+    exit 0  # nothing was ever started here
+fi
+step_start "cluster down"
+"${COMPOSE[@]}" --profile postgres down "${volumes[@]}" >/dev/null 2>&1 || true
+# Whatever compose missed (e.g. a run container), by the project's label only.
+for kind in container volume network; do
+    ids=$("$ENGINE" "$kind" ls -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null || true)
+    [ "$kind" = volume ] && [ ${#volumes[@]} -eq 0 ] && continue
+    [ -n "$ids" ] && "$ENGINE" "$kind" rm -f $ids >/dev/null 2>&1 || true
+done
+if [ $images = 1 ]; then
+    for item in slurm:24.11 mariadb:latest daemon:latest postgres:latest; do
+        "$ENGINE" image rm "localhost/slurmsched/$item" >/dev/null 2>&1 || true
+    done
+fi
+step_end

@@ -1,0 +1,166 @@
+#!/bin/bash
+# Bring up slurmsched's compose cluster (docker-compose.yml): Slurm 24.11 with accounting,
+# four fake-GPU nodes and the slurmsched daemon in its own container. Idempotent.
+#
+#   contrib/compose/up.sh [--postgres]
+#
+# Uses `docker compose` where a Docker engine answers, else podman + podman-compose (installed
+# from Debian/PyPI when missing; runc and lower ulimits through contrib/compose/containers.conf).
+# The debian:trixie base image is pulled, or built with debootstrap where no registry answers.
+# Each image is built once (later runs hit the build cache); containers whose image changed
+# are recreated. Returns once every health check passes (all nodes idle or busy) and the
+# daemon runs. Prints the time of each step.
+#
+# Environment: SLURMSCHED_ENGINE=docker|podman, SLURMSCHED_DEBIAN_MIRROR (debootstrap),
+# SLURMSCHED_DAEMON_INTERVAL_S (daemon cycle, default 10), SLURMSCHED_COMPOSE_TIMEOUT (s, 300).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+postgres=0
+for arg in "$@"; do
+    case "$arg" in
+        --postgres) postgres=1 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        *) echo "up.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+SLURM_CONTAINERS=(slurmsched-mariadb slurmsched-slurmdbd slurmsched-slurmctld
+                  slurmsched-gpu01 slurmsched-gpu02 slurmsched-gpu03 slurmsched-gpu04)
+TARGETS=(slurm:24.11 mariadb:latest daemon:latest)  # Dockerfile target:tag (as in docker-compose.yml)
+
+install_podman_tools() {
+    local missing=() tool
+    for tool in podman runc debootstrap; do
+        command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap netavark aardvark-dns >/dev/null
+    fi
+    if ! command -v podman-compose >/dev/null 2>&1; then
+        python3 -m pip install -q 'podman-compose>=1.2' \
+            || python3 -m pip install -q --break-system-packages 'podman-compose>=1.2'
+    fi
+}
+
+ensure_base() {  # ensure_base SUITE: debian:SUITE exists locally (pulled or debootstrapped)
+    local suite=$1 ref="docker.io/library/debian:$1" dir
+    "$ENGINE" image inspect "$ref" >/dev/null 2>&1 && return 0
+    timeout 120 "$ENGINE" pull -q "$ref" >/dev/null 2>&1 && return 0
+    echo "[compose] no registry answers: building $ref with debootstrap" >&2
+    command -v debootstrap >/dev/null 2>&1 || {
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+    dir=$(mktemp -d /var/tmp/slurmsched-debootstrap.XXXXXX)
+    trap 'rm -rf "$dir"' RETURN
+    debootstrap --variant=minbase "$suite" "$dir" "${SLURMSCHED_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+        > "$dir.log" 2>&1 || { tail -20 "$dir.log" >&2; rm -f "$dir.log"; return 1; }
+    rm -f "$dir.log"
+    tar -C "$dir" -c . | "$ENGINE" import - "$ref" >/dev/null
+}
+
+build_images() {
+    local item
+    for item in "${TARGETS[@]}"; do
+        "$ENGINE" build -q -f "$COMPOSE_DIR/Dockerfile" --target "${item%%:*}" \
+            -t "localhost/slurmsched/$item" "$ROOT" >/dev/null
+    done
+}
+
+compose_up() {
+    local out services
+    if [ "$ENGINE" = docker ]; then
+        out=$("${COMPOSE[@]}" up -d 2>&1) || { echo "$out" >&2; return 1; }
+        return 0
+    fi
+    # podman-compose turns depends_on into `podman --requires`, which ties every container to
+    # the one-shot init container (a later `podman restart slurmsched-slurmctld` then fails).
+    # So: run init to completion first, then start the services without --requires; each
+    # entrypoint waits for what it needs (munge key, MariaDB, slurmdbd, slurmctld).
+    out=$("${COMPOSE[@]}" up -d --no-deps init 2>&1) || { echo "$out" >&2; return 1; }
+    if [ "$(podman wait slurmsched-init)" != 0 ]; then
+        podman logs slurmsched-init >&2; return 1
+    fi
+    services=$("${COMPOSE[@]}" config --services 2>/dev/null | grep -vx init)
+    out=$("${COMPOSE[@]}" up -d --no-deps $services 2>&1) || { echo "$out" >&2; return 1; }
+}
+
+recreate_stale() {  # podman-compose keeps containers whose image was rebuilt; docker does not
+    [ "$ENGINE" = podman ] || return 0
+    local stale=() c svc running want
+    for c in $("$ENGINE" ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}'); do
+        running=$("$ENGINE" container inspect -f '{{.Image}}' "$c")
+        want=$("$ENGINE" image inspect -f '{{.Id}}' "$("$ENGINE" container inspect -f '{{.ImageName}}' "$c")" 2>/dev/null || true)
+        if [ -n "$want" ] && [ "$running" != "$want" ]; then
+            svc=$("$ENGINE" container inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$c")
+            stale+=("$svc")
+        fi
+    done
+    if [ ${#stale[@]} -gt 0 ]; then
+        echo "[compose] recreating (image changed): ${stale[*]}" >&2
+        "${COMPOSE[@]}" up -d --force-recreate --no-deps "${stale[@]}" >/dev/null 2>&1
+    fi
+}
+
+healthy() {  # healthy CONTAINER: its compose health check passes now
+    if [ "$ENGINE" = podman ]; then
+        podman healthcheck run "$1" >/dev/null 2>&1
+    else
+        [ "$(docker inspect -f '{{.State.Health.Status}}' "$1" 2>/dev/null)" = healthy ]
+    fi
+}
+
+wait_ready() {
+    local deadline=$((SECONDS + ${SLURMSCHED_COMPOSE_TIMEOUT:-300})) c pending
+    while :; do
+        pending=()
+        for c in "${SLURM_CONTAINERS[@]}"; do healthy "$c" || pending+=("$c"); done
+        [ "$("$ENGINE" container inspect -f '{{.State.Running}}' slurmsched-daemon 2>/dev/null)" = true ] \
+            || pending+=(slurmsched-daemon)
+        [ ${#pending[@]} -eq 0 ] && return 0
+        if [ $SECONDS -ge $deadline ]; then
+            echo "[compose] not ready after ${SLURMSCHED_COMPOSE_TIMEOUT:-300} s: ${pending[*]}" >&2
+            for c in "${pending[@]}"; do
+                echo "----- $c" >&2; "$ENGINE" logs --tail 30 "$c" >&2 || true
+            done
+            return 1
+        fi
+        sleep 2
+    done
+}
+
+t_all=$EPOCHREALTIME
+step_start "container engine"
+pick_engine
+[ "$ENGINE" = podman ] && install_podman_tools
+if [ $postgres = 1 ]; then
+    COMPOSE+=(--profile postgres)
+    TARGETS+=(postgres:latest)
+    SLURM_CONTAINERS+=(slurmsched-postgres)
+    export SLURMSCHED_DB_URL=postgresql+psycopg://slurmsched@postgres/slurmsched
+fi
+echo "[compose] engine: $ENGINE" >&2
+step_end
+
+step_start "base image debian:trixie"
+ensure_base trixie
+step_end
+
+step_start "image build"
+build_images
+step_end
+
+step_start "cluster up"
+compose_up
+recreate_stale
+wait_ready
+step_end
+
+awk -v a="$t_all" -v b="$EPOCHREALTIME" 'BEGIN { printf "[compose] total: %.1f s\n", b - a }' >&2
+cat <<EOF
+slurmsched compose cluster is up ($ENGINE, project $PROJECT). Try:
+  $ENGINE exec slurmsched-slurmctld sinfo
+  $ENGINE exec slurmsched-slurmctld sbatch --wrap 'sleep 60' --gres=gpu:a100:2
+  $ENGINE exec slurmsched-daemon slurmsched status
+Stop it with contrib/compose/down.sh
+EOF

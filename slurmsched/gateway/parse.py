@@ -88,17 +88,19 @@ def _text(value: Any) -> str:
     return value
 
 
-def job_state(value: Any) -> JobState:
+def job_state(value: Any, *, flag: str = "COMPLETING") -> JobState:
     """``"PENDING"`` or ``["RUNNING", "COMPLETING"]`` -> a :class:`JobState`.
 
-    From a list, ``COMPLETING`` wins (as 22.05 would have printed it), else the base state.
+    From a list, ``flag`` wins when present (``COMPLETING`` for the live queue, as 22.05
+    would have printed it; ``REQUEUED`` for accounting, where ``["PENDING", "REQUEUED"]``
+    is an attempt that ended in a requeue), else the base state.
     """
     if isinstance(value, str):
         return JobState.parse(value)
     if not isinstance(value, list):
         raise TypeError(f"job_state must be a string or list, got {value!r}")
-    if "COMPLETING" in value:
-        return JobState.COMPLETING
+    if flag in value:
+        return JobState(flag)
     for item in value:
         if item in _BASE_STATES:
             return JobState(item)
@@ -381,7 +383,7 @@ def _placeholder(job: Mapping[str, Any]) -> bool:
 def _sacct_job(job: Mapping[str, Any]) -> JobRecord:
     times = job["time"]
     state_info = job["state"]
-    state = job_state(state_info["current"])
+    state = job_state(state_info["current"], flag="REQUEUED")
     tres = job.get("tres") or {}
     req_gpus, req_type = gpus_from_tres_list(tres.get("requested"))
     alloc_gpus, alloc_type = gpus_from_tres_list(tres.get("allocated"))

@@ -105,6 +105,17 @@ def test_both_shapes_give_the_same_kind_of_record():
         assert type(getattr(old, field)) is type(getattr(new, field)), field
 
 
+def test_squeue_2411_hostile_name_split_array_and_requeued_job():
+    jobs = by_id(parse_squeue(raw("24.11/squeue.json"), {7: 250}))
+    assert jobs[3].name.startswith("x'; rm -rf / #")
+    tasks = {j.array_task_id: j for j in jobs.values() if j.array_job_id == 4}
+    assert sorted(tasks) == [0, 1, 2] and tasks[1].job_id == 7 and tasks[1].site_factor == 250
+    assert tasks[0].state is JobState.RUNNING and tasks[2].state is JobState.PENDING
+    assert all(t.gpus == 8 and t.gpu_type == "a100" and t.time_limit_s is None for t in tasks.values())
+    requeued = jobs[5]  # job_state ["PENDING", "REQUEUED"] in the live queue is pending
+    assert requeued.state is JobState.PENDING and requeued.restart_count == 1 and requeued.gpus == 0
+
+
 # --- sinfo --------------------------------------------------------------------------
 
 def test_sinfo_2205_nodes():
@@ -159,6 +170,14 @@ def test_sacct_2511_records():
     assert jobs[11].gpus == 0
     pending = jobs[79]
     assert pending.state is JobState.PENDING and pending.start_time is None and pending.end_time is None
+
+
+def test_sacct_2411_records():
+    jobs = by_id(parse_sacct(raw("24.11/sacct.json")))
+    assert jobs[1].state is JobState.COMPLETED and (jobs[1].gpus, jobs[1].gpu_type) == (2, "a100")
+    assert jobs[1].time_limit_s is None  # {"set": false, "infinite": true}
+    assert jobs[5].state is JobState.REQUEUED  # ["PENDING", "REQUEUED"]: this attempt ended in a requeue
+    assert jobs[8].state is JobState.FAILED and jobs[8].exit_code == 3 and jobs[8].time_limit_s == 300
 
 
 def test_sacct_stub_records_are_left_out():

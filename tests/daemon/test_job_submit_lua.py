@@ -15,44 +15,11 @@ import pytest
 from slurmsched.config import PlannerSection
 from slurmsched.model import SchedulerConfig
 from slurmsched.planner import SiteFactorScale
-from slurmsched.submit_cache import CACHE_FILE_NAME, SubmitCache, SubmitEstimate, levels_for, write_submit_cache
+from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, write_submit_cache
 
 pytestmark = pytest.mark.slurm
 
 LEVELS = levels_for(SiteFactorScale.build(PlannerSection(), SchedulerConfig(weight_age=10000, weight_fairshare=10000)))
-
-
-@pytest.fixture
-def cache_path(slurm_cluster):
-    conf_dir = slurm_cluster.conf.parent
-    assert (conf_dir / "job_submit.lua").is_file(), "up.sh did not install job_submit.lua"
-    assert "JobSubmitPlugins=lua" in slurm_cluster.conf.read_text()
-    path = conf_dir / CACHE_FILE_NAME
-    path.unlink(missing_ok=True)
-    yield path
-    path.unlink(missing_ok=True)
-
-
-@pytest.fixture
-def busy(slurm_jobs):
-    """Occupy every node so that the jobs a test submits stay pending (and show in sprio)."""
-    blocker = slurm_jobs.submit("-N", "4", "--exclusive", name="blocker", wrap="sleep 300")
-    slurm_jobs.wait_state(blocker, {"RUNNING"}, timeout=90)
-    return slurm_jobs
-
-
-def _sprio(cluster) -> dict[int, int]:
-    out = cluster.run("sprio", "-h", "-o", "%i|%S").stdout
-    return {int(i): int(s) for i, s in (line.strip().split("|") for line in out.splitlines() if line.strip())}
-
-
-def _site_factors(cluster, ids: list[int], timeout: float = 10) -> dict[int, int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        factors = _sprio(cluster)
-        if all(i in factors for i in ids) or time.monotonic() > deadline:
-            return {i: factors.get(i) for i in ids}
-        time.sleep(0.2)
 
 
 def _expected(cache: SubmitCache, estimate_s: float, units: float) -> int:
@@ -60,8 +27,9 @@ def _expected(cache: SubmitCache, estimate_s: float, units: float) -> int:
     return next(v for bound, v in cache.levels if service <= bound)
 
 
-def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, cache_path, busy):
-    user = slurm_cluster.run("id", "-un").stdout.strip()
+def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, daemon_env, lua_cache, busy):
+    assert "JobSubmitPlugins=lua" in slurm_cluster.conf.read_text()
+    user = daemon_env.user
     names = {k: f"{busy.prefix}{k}" for k in ("short", "long", "cpu", "capped")}
     cache = SubmitCache(written_at=int(time.time()), max_age_s=600, cpu_weight=0.25,
                         levels=LEVELS,
@@ -69,13 +37,13 @@ def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, cache_path
                                    SubmitEstimate(user, names["long"], 50000),
                                    SubmitEstimate(user, names["cpu"], 300),
                                    SubmitEstimate(user, names["capped"], 50000)))
-    write_submit_cache(cache_path, cache)
+    write_submit_cache(lua_cache, cache)
     short = busy.submit("--gres=gpu:a100:2", "-t", "30", name="short")
     long = busy.submit("-N", "2", "--gres=gpu:4", name="long")
     cpu = busy.submit("-c", "4", name="cpu")
     capped = busy.submit("--gpus=3", "-t", "10", name="capped")
     unknown = busy.submit("--gres=gpu:1", name="unknown")
-    factors = _site_factors(slurm_cluster, [short, long, cpu, capped, unknown])
+    factors = daemon_env.site_factors([short, long, cpu, capped, unknown])
     assert factors == {
         short: _expected(cache, 120, 2),
         long: _expected(cache, 50000, 8),
@@ -89,18 +57,18 @@ def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, cache_path
 
 
 @pytest.mark.parametrize("broken", ["missing", "stale", "garbage", "wrong-version"])
-def test_a_missing_or_bad_cache_leaves_jobs_untouched(slurm_cluster, cache_path, busy, broken):
-    user = slurm_cluster.run("id", "-un").stdout.strip()
+def test_a_missing_or_bad_cache_leaves_jobs_untouched(slurm_cluster, daemon_env, lua_cache, busy, broken):
+    user = daemon_env.user
     name = f"{busy.prefix}job"
     written = int(time.time()) - (3600 if broken == "stale" else 0)
-    write_submit_cache(cache_path, SubmitCache(written, 600, 0.25, LEVELS,
+    write_submit_cache(lua_cache, SubmitCache(written, 600, 0.25, LEVELS,
                                                (SubmitEstimate(user, name, 60),)))
     if broken == "missing":
-        cache_path.unlink()
+        lua_cache.unlink()
     elif broken == "garbage":
-        cache_path.write_bytes(b"\x00\xff not a cache\nlevel x\n")
+        lua_cache.write_bytes(b"\x00\xff not a cache\nlevel x\n")
     elif broken == "wrong-version":
-        cache_path.write_text(cache_path.read_text().replace("cache 1", "cache 99", 1))
+        lua_cache.write_text(lua_cache.read_text().replace("cache 1", "cache 99", 1))
     job = busy.submit("--gres=gpu:1", name="job")       # accepted: sbatch would raise otherwise
-    assert _site_factors(slurm_cluster, [job]) == {job: 0}
+    assert daemon_env.site_factors([job]) == {job: 0}
     assert "AdminComment=slurmsched" not in slurm_cluster.run("scontrol", "show", "job", str(job)).stdout

@@ -1,0 +1,99 @@
+"""The daemon against the live cluster: ordering, dry-run, pause, time limits, the lua cache."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from slurmsched.submit_cache import read_submit_cache
+
+pytestmark = pytest.mark.slurm
+
+
+def _seed(env) -> None:
+    env.seed_history("short", [60, 70, 50, 65, 55])
+    env.seed_history("long", [5000, 5200, 4800, 5100, 4900])
+
+
+def test_once_orders_by_predicted_service_and_never_shortens_time_limits(daemon_env, busy):
+    _seed(daemon_env)
+    short = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    long = busy.submit("--gres=gpu:1", "-t", "120", name="long")
+    fresh = busy.submit("--gres=gpu:1", "-t", "30", name="never-seen")
+    limits = daemon_env.time_limits([short, long, fresh])
+    result = daemon_env.daemon().run(once=True, handle_signals=False)
+    assert (result.cycles, result.failed) == (1, 0)
+    factors = daemon_env.site_factors([short, long, fresh])
+    # short: 1 GPU x ~1 min; fresh: no history, its 30-min limit; long: ~83 min
+    assert factors[short] > factors[fresh] > factors[long] > 0
+    assert daemon_env.time_limits([short, long, fresh]) == limits
+    with daemon_env.repo() as repo:
+        applied = {c.job_id: c for c in repo.applied_changes() if c.kind == "SetSiteFactor"}
+        assert {short, long, fresh} <= set(applied)
+        assert applied[short].original == "0" and applied[short].current == str(factors[short])
+    # a second cycle with nothing changed sends nothing
+    daemon = daemon_env.daemon()
+    report = daemon.cycle(time.time())
+    assert report.plan.actions == () and report.outcomes == ()
+
+
+def test_dry_run_sends_nothing_to_slurm(daemon_env, busy, lua_cache):
+    daemon_env.write(dry_run=True, submit_cache=str(lua_cache))
+    lua_cache.write_text("left over from a live run\n")
+    _seed(daemon_env)
+    short = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    long = busy.submit("--gres=gpu:1", "-t", "120", name="long")
+    before = daemon_env.site_factors([short, long])
+    daemon = daemon_env.daemon()
+    daemon.run(once=True, handle_signals=False)
+    daemon.cycle(time.time())
+    assert daemon_env.site_factors([short, long]) == before == {short: 0, long: 0}
+    assert not lua_cache.exists()            # job_submit.lua must not act for a dry run either
+    with daemon_env.repo() as repo:
+        assert repo.applied_changes() == []
+        outcomes = [d.outcome for _, d in repo.decisions_for(short) if d.kind == "SetSiteFactor"]
+        assert outcomes == ["dry-run"]       # planned and recorded once, never sent
+        assert all(c.dry_run for c in repo.recent_cycles())
+
+
+def test_pause_stops_actions_within_one_cycle(daemon_env, busy, lua_cache):
+    daemon_env.write(submit_cache=str(lua_cache))
+    _seed(daemon_env)
+    first = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    daemon = daemon_env.daemon()
+    daemon.cycle(time.time())
+    assert daemon_env.site_factors([first])[first] > 0
+    assert read_submit_cache(lua_cache) is not None
+    paused = daemon_env.cli("pause")
+    assert paused.exit_code == 0, paused.output
+    assert not lua_cache.exists()            # new submissions are left alone at once
+    second = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    assert daemon_env.site_factors([second]) == {second: 0}
+    report = daemon.cycle(time.time())
+    assert report.paused and report.outcomes == ()
+    assert daemon_env.site_factors([second]) == {second: 0}
+    assert not lua_cache.exists()
+    with daemon_env.repo() as repo:
+        assert second not in {c.job_id for c in repo.applied_changes()}
+    assert daemon_env.cli("resume").exit_code == 0
+    daemon.cycle(time.time())
+    assert daemon_env.site_factors([second])[second] == daemon_env.site_factors([first])[first]
+    assert read_submit_cache(lua_cache) is not None
+
+
+def test_cache_gives_new_jobs_the_daemons_value_at_submit(daemon_env, busy, lua_cache):
+    daemon_env.write(submit_cache=str(lua_cache))
+    _seed(daemon_env)
+    first = busy.submit("--gres=gpu:2", "-t", "120", name="long")
+    daemon = daemon_env.daemon()
+    daemon.cycle(time.time())
+    cache = read_submit_cache(lua_cache)
+    assert {(e.user, e.name) for e in cache.estimates} >= {(daemon_env.user, busy.prefix + "long")}
+    second = busy.submit("--gres=gpu:2", "-t", "120", name="long")   # valued by job_submit.lua
+    factors = daemon_env.site_factors([first, second])
+    assert factors[second] == factors[first] > 0
+    report = daemon.cycle(time.time())
+    assert report.outcomes == ()             # nothing to send: the lua value is the daemon's
+    with daemon_env.repo() as repo:
+        assert second in {c.job_id for c in repo.applied_changes()}    # adopted, so revert covers it

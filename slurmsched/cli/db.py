@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from slurmsched.cli import get_config
-from slurmsched.store import migrate
-from slurmsched.store.repository import SqlJobRepository
+
+if TYPE_CHECKING:
+    from slurmsched.store.repository import SqlJobRepository
 
 DB_OPTION = click.option("--db", "db_url", metavar="URL", default=None,
                          help="Database URL (default: db.url from the config, else SQLite under daemon.state_dir).")
 
 
-def open_unchecked(ctx: click.Context, db_url: str | None) -> SqlJobRepository:
+def open_unchecked(ctx: click.Context, db_url: str | None) -> "SqlJobRepository":
     """The configured (or ``--db``) database, without checking its schema."""
+    from slurmsched.store.repository import SqlJobRepository  # SQLAlchemy/Alembic load only when used
+
     config = get_config(ctx)
     return SqlJobRepository.from_url(db_url or config.db_url, busy_timeout_s=config.db.busy_timeout_s)
 
@@ -28,6 +33,8 @@ def db() -> None:
 @click.pass_context
 def upgrade(ctx: click.Context, db_url: str | None) -> None:
     """Migrate the database to the schema this slurmsched needs (creates it if new)."""
+    from slurmsched.store.migrate import EMPTY
+
     repo = open_unchecked(ctx, db_url)
     try:
         before = repo.schema_revision()
@@ -38,7 +45,7 @@ def upgrade(ctx: click.Context, db_url: str | None) -> None:
     if before == after:
         click.echo(f"{repo.url}: already at {after}")
     else:
-        click.echo(f"{repo.url}: upgraded from {before or migrate.EMPTY} to {after}")
+        click.echo(f"{repo.url}: upgraded from {before or EMPTY} to {after}")
 
 
 @db.command("current")
@@ -46,6 +53,8 @@ def upgrade(ctx: click.Context, db_url: str | None) -> None:
 @click.pass_context
 def current(ctx: click.Context, db_url: str | None) -> None:
     """Show the database's schema revision and whether it is up to date (exit 1 if not)."""
+    from slurmsched.store import migrate
+
     repo = open_unchecked(ctx, db_url)
     try:
         revision = repo.schema_revision()

@@ -8,15 +8,18 @@ import re
 import time
 from datetime import datetime
 
+from typing import TYPE_CHECKING
+
 import click
-from tqdm import tqdm
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
-from slurmsched.store.ingest import DEFAULT_BATCH, ImportReport, import_accounting, import_trace
-from slurmsched.store.repository import open_repository
-from slurmsched.store.stats import HistoryStats, summarize
+from slurmsched.store import DEFAULT_BATCH
 from slurmsched.traces import FORMATS
+
+if TYPE_CHECKING:
+    from slurmsched.store.ingest import ImportReport
+    from slurmsched.store.stats import HistoryStats
 
 _AGO = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -85,6 +88,11 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
         raise click.UsageError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
     if from_sacct and since is None:
         raise click.UsageError("--from-sacct needs --since DATE")
+    from tqdm import tqdm
+
+    from slurmsched.store.ingest import import_accounting, import_trace
+    from slurmsched.store.repository import open_repository
+
     config = get_config(ctx)
     repo = open_repository(config, create=True, url=db_url)
     try:
@@ -105,7 +113,7 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
         click.echo(report.summary(source))
 
 
-def _report_json(report: ImportReport) -> dict[str, object]:
+def _report_json(report: "ImportReport") -> dict[str, object]:
     return {"rows": report.rows, "batches": report.batches, "bad_lines": len(report.bad_lines),
             "bad_line_numbers": [b.lineno for b in report.bad_lines], "seconds": round(report.seconds, 3),
             "rows_per_s": round(report.rows_per_s, 1)}
@@ -119,6 +127,9 @@ def _report_json(report: ImportReport) -> dict[str, object]:
 @click.pass_context
 def stats(ctx: click.Context, db_url: str | None, top: int, as_json: bool) -> None:
     """Per-user and per-partition counts, run-time percentiles, and how far time limits overshoot."""
+    from slurmsched.store.repository import open_repository
+    from slurmsched.store.stats import summarize
+
     repo = open_repository(get_config(ctx), url=db_url)
     try:
         summary = summarize(repo.iter_jobs(), top=top)
@@ -143,7 +154,7 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}x"
 
 
-def _render(s: HistoryStats) -> str:
+def _render(s: "HistoryStats") -> str:
     lines = [f"jobs: {s.jobs} ({s.with_runtime} with a run time)"]
     if s.runtime_s is not None:
         p = s.runtime_s

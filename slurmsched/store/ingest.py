@@ -20,14 +20,13 @@ from tqdm import tqdm
 from slurmsched.errors import StoreError, TraceFormatError
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import JobRecord
+from slurmsched.store import DEFAULT_BATCH
 from slurmsched.store.protocol import JobRepository
 from slurmsched.store.repository import SqlJobRepository
 from slurmsched.traces import BadLine, TraceItem, iter_trace
 
 log = logging.getLogger(__name__)
 
-#: Rows per transaction when importing traces.
-DEFAULT_BATCH = 5000
 #: The accounting cursor's name (``get_cursor``/``set_cursor``).
 SACCT_CURSOR = "sacct"
 #: How far behind "now" the accounting cursor is left after a backfill: slurmdbd

@@ -1,0 +1,141 @@
+"""Trace import: bad lines skipped and named, whole batches only, and the CLI round trip."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from slurmsched.errors import StoreError, TraceFormatError
+from slurmsched.store.ingest import import_trace, trace_cluster_name
+from slurmsched.store.repository import SqlJobRepository
+
+HEADER = ["; Version: 2.2", "; UnixStartTime: 1000000000", "; MaxNodes: 16", "; MaxProcs: 64",
+          "; Queue: 1 batch", "; Queue: 2 short"]
+
+
+@dataclass
+class Swf:
+    path: Path
+    good: int
+    bad_lines: list[int]
+    users: Counter
+
+
+def write_swf(path: Path, jobs: int, corrupt_every: int | None = None, seed: int = 7,
+              poison_line: int | None = None) -> Swf:
+    """An SWF trace of ``jobs`` rows; every ``corrupt_every``-th row is broken in some way.
+
+    ``poison_line`` (a physical line number) gets a job number beyond 64 bits: readable, but
+    no database can store it.
+    """
+    rng = random.Random(seed)
+    lines = list(HEADER)
+    bad: list[int] = []
+    users: Counter = Counter()
+    for n in range(1, jobs + 1):
+        lineno = len(lines) + 1
+        run = rng.randint(1, 20_000)
+        user = rng.randint(1, 6)
+        fields = [n, n * 30, rng.randint(0, 600), run, rng.choice([1, 4, 8]), -1, -1, -1,
+                  run * rng.choice([1, 2, 5, 20]), -1, 1, user, 3, -1, rng.choice([1, 2]), 1, -1, -1]
+        row = " ".join(str(f) for f in fields)
+        if corrupt_every and n % corrupt_every == 0:
+            row = rng.choice([row.replace(f" {run} ", " 12x ", 1), " ".join(row.split()[:9]), row + " 99", "garbage"])
+            bad.append(lineno)
+        elif lineno == poison_line:
+            row = " ".join([str(10**20)] + row.split()[1:])
+        else:
+            users[str(user)] += 1
+        lines.append(row)
+    path.write_text("\n".join(lines) + "\n")
+    return Swf(path=path, good=jobs - len(bad), bad_lines=bad, users=users)
+
+
+def test_one_percent_bad_lines_import_the_rest_and_are_named(repo: SqlJobRepository, tmp_path: Path) -> None:
+    swf = write_swf(tmp_path / "site-2024.swf", jobs=1000, corrupt_every=100)
+    assert len(swf.bad_lines) == 10
+    report = import_trace(repo, swf.path, "swf", batch_size=128)
+    assert report.rows == swf.good == 990
+    assert [b.lineno for b in report.bad_lines] == swf.bad_lines
+    assert report.batches == -(-990 // 128)
+    assert repo.count_jobs() == 990
+    assert {j.cluster for j in repo.iter_jobs()} == {"site-2024"}
+    summary = report.summary(str(swf.path), show=3)
+    assert f"skipped 10 bad lines: {swf.bad_lines[0]}, {swf.bad_lines[1]}, {swf.bad_lines[2]}, ... (7 more)" in summary
+    # Importing the same file again changes nothing.
+    assert import_trace(repo, swf.path, "swf", batch_size=128).rows == 990
+    assert repo.count_jobs() == 990
+
+
+def test_a_batch_the_database_refuses_is_rolled_back_whole(repo: SqlJobRepository, tmp_path: Path) -> None:
+    # The row on line 256 (the 250th job) lands in the third batch of 100.
+    swf = write_swf(tmp_path / "poison.swf", jobs=400, poison_line=len(HEADER) + 250)
+    with pytest.raises(StoreError) as err:
+        import_trace(repo, swf.path, "swf", batch_size=100)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "batch 3 of 100 rows rolled back; 200 rows in 2 earlier batches were imported" in message
+    assert repo.count_jobs() == 200
+    assert max(j.job_id for j in repo.iter_jobs()) == 200
+
+
+def test_truncated_gzip_is_a_trace_error(repo: SqlJobRepository, tmp_path: Path) -> None:
+    swf = write_swf(tmp_path / "t.swf", jobs=2000)
+    data = gzip.compress(swf.path.read_bytes())
+    broken = tmp_path / "t.swf.gz"
+    broken.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceFormatError, match="cannot read trace .*t.swf.gz to the end"):
+        import_trace(repo, broken, "swf", batch_size=500)
+
+
+def test_cluster_name_from_file_name() -> None:
+    assert trace_cluster_name("/x/HPC2N-2002-2.2-cln.swf.gz") == "HPC2N-2002-2.2-cln"
+    assert trace_cluster_name("itp.tar.gz:cluster04.csv") == "itp"
+    assert trace_cluster_name("helios_venus.csv") == "helios_venus"
+
+
+def test_cli_import_then_stats(db_url: str, tmp_path: Path, cli) -> None:
+    swf = write_swf(tmp_path / "small.swf", jobs=300, corrupt_every=100)
+    imported = cli("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db_url)
+    assert imported.returncode == 0, imported.stderr
+    assert f"imported {swf.good} job attempts" in imported.stdout
+    assert "skipped 3 bad lines: " + ", ".join(map(str, swf.bad_lines)) in imported.stdout
+
+    again = cli("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db_url, "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["rows"] == swf.good and report["bad_line_numbers"] == swf.bad_lines
+
+    stats = cli("history", "stats", "--db", db_url, "--json")
+    assert stats.returncode == 0, stats.stderr
+    summary = json.loads(stats.stdout)
+    assert summary["jobs"] == swf.good
+    assert {u["name"]: u["jobs"] for u in summary["users"]} == dict(swf.users)
+    assert sum(p["jobs"] for p in summary["partitions"]) == swf.good
+    assert {p["name"] for p in summary["partitions"]} == {"batch", "short"}
+    overshoot = summary["limit_overshoot"]
+    assert overshoot["jobs"] == swf.good and overshoot["median_ratio"] >= 1.0
+
+    text = cli("history", "stats", "--db", db_url)
+    assert text.returncode == 0 and f"jobs: {swf.good}" in text.stdout
+
+
+def test_cli_errors_are_one_line(tmp_path: Path, cli) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    missing = cli("history", "import", "--trace", str(tmp_path / "nope.swf"), "--format", "swf", "--db", db)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().startswith("error: cannot read trace") and len(missing.stderr.strip().splitlines()) == 1
+    no_schema = cli("history", "stats", "--db", f"sqlite:///{tmp_path / 'empty.db'}")
+    assert no_schema.returncode == 2
+    assert no_schema.stderr.strip() == ("error: database schema is at empty, this slurmsched needs 0001: "
+                                        "run 'slurmsched db upgrade'")
+    bad_url = cli("history", "stats", "--db", "mysql://x/y")
+    assert bad_url.returncode == 2 and "unsupported database 'mysql'" in bad_url.stderr
+    usage = cli("history", "import", "--db", db)
+    assert usage.returncode == 2 and "give either --trace FILE --format FORMAT or --from-sacct" in usage.stderr

@@ -1,0 +1,201 @@
+"""SqlJobRepository against SQLite and PostgreSQL: every test runs on both (see conftest)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from sqlalchemy import func, select
+
+from slurmsched.errors import StoreError
+from slurmsched.model import (ClusterSnapshot, Decision, GresRequest, JobRecord, JobState,
+                              Prediction)
+from slurmsched.store.repository import GONE, SqlJobRepository
+from slurmsched.store.schema import DecisionRow, PredictionRow, Transition
+
+
+def finished(job_id: int, submit: float = 1_700_000_000.0, run: float = 600.0, **kw) -> JobRecord:
+    values = dict(job_id=job_id, user="alice", submit_time=submit, cluster="c1", state=JobState.COMPLETED,
+                  start_time=submit + 10, end_time=submit + 10 + run, time_limit_s=3600, partition="gpu")
+    values.update(kw)
+    return JobRecord(**values)
+
+
+def count(repo: SqlJobRepository, table) -> int:
+    with repo.engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(table)).scalar_one()
+
+
+def test_every_field_round_trips(repo: SqlJobRepository) -> None:
+    job = JobRecord(
+        job_id=4242, user="bob", submit_time=1_700_000_000.5, name="train 'x'; rm -rf / #\n\u00e9\u6f22",
+        cluster="c1", array_job_id=4240, array_task_id=2, account="ml", partition="gpu", qos="high",
+        state=JobState.TIMEOUT, eligible_time=1_700_000_001.0, start_time=1_700_000_100.0,
+        end_time=1_700_003_700.0, time_limit_s=3600, nodes=2, cpus=64, memory_mb=256_000, gpus=16,
+        gpu_type="a100", gres_per_node=(GresRequest("gpu", "a100", 8), GresRequest("shard", None, 2)),
+        features="a100&leaf1", node_list="gpu[01-02]", restart_count=1, exit_code=0)
+    assert repo.ingest_finished([job]) == 1
+    (back,) = repo.history()
+    assert back == job
+
+
+def test_same_window_twice_keeps_one_row_per_attempt(repo: SqlJobRepository) -> None:
+    window = [finished(i, submit=1_700_000_000.0 + i) for i in range(1, 51)]
+    assert repo.ingest_finished(window) == 50
+    assert repo.ingest_finished(window) == 50
+    assert repo.count_jobs() == 50
+    # A re-read record with new facts (e.g. a later exit code) updates its row in place.
+    repo.ingest_finished([dataclasses.replace(window[0], exit_code=3)])
+    assert repo.count_jobs() == 50
+    assert [j.exit_code for j in repo.history() if j.job_id == 1] == [3]
+
+
+def test_requeued_attempts_are_separate_rows(repo: SqlJobRepository) -> None:
+    first = finished(77, submit=1_700_000_000.0, run=5, state=JobState.REQUEUED)
+    second = finished(77, submit=1_700_000_020.0, run=30, restart_count=1)
+    repo.ingest_finished([first])
+    repo.ingest_finished([first, second])
+    repo.ingest_finished([second])
+    attempts = sorted((j.submit_time, j.state) for j in repo.history() if j.job_id == 77)
+    assert attempts == [(1_700_000_000.0, JobState.REQUEUED), (1_700_000_020.0, JobState.COMPLETED)]
+
+
+def test_same_job_id_on_two_clusters_is_two_rows(repo: SqlJobRepository) -> None:
+    repo.ingest_finished([finished(5, cluster="a"), finished(5, cluster="b")])
+    assert repo.count_jobs() == 2
+
+
+def test_duplicates_inside_one_batch_collapse_to_the_last(repo: SqlJobRepository) -> None:
+    job = finished(9)
+    assert repo.ingest_finished([job, dataclasses.replace(job, exit_code=1)]) == 1
+    assert [j.exit_code for j in repo.history()] == [1]
+
+
+def test_default_cluster_fills_only_records_without_one(repo: SqlJobRepository) -> None:
+    repo.ingest_finished([finished(1, cluster=""), finished(2, cluster="real")], cluster="trace")
+    assert sorted((j.job_id, j.cluster) for j in repo.history()) == [(1, "trace"), (2, "real")]
+
+
+def test_failed_batch_leaves_nothing(repo: SqlJobRepository) -> None:
+    repo.ingest_finished([finished(1)])
+    with pytest.raises(StoreError) as err:
+        repo.ingest_finished([finished(2), finished(3), finished(10**20)])
+    assert "\n" not in str(err.value)
+    assert repo.count_jobs() == 1
+
+
+def test_transaction_rolls_back_every_call_inside(repo: SqlJobRepository) -> None:
+    with pytest.raises(RuntimeError):
+        with repo.transaction():
+            repo.ingest_finished([finished(1)])
+            repo.set_cursor("sacct", 123.0)
+            raise RuntimeError("boom")
+    assert repo.count_jobs() == 0
+    assert repo.get_cursor("sacct") is None
+    with repo.transaction():
+        repo.ingest_finished([finished(1)])
+        with repo.transaction():  # nested: joins the outer one
+            repo.set_cursor("sacct", 5.0)
+    assert repo.count_jobs() == 1 and repo.get_cursor("sacct") == 5.0
+
+
+def test_history_order_since_and_limit(repo: SqlJobRepository) -> None:
+    jobs = [finished(i, submit=1_700_000_000.0 + 100 * (5 - i)) for i in range(5)]  # ends in reverse id order
+    repo.ingest_finished(jobs + [finished(99, start_time=None, end_time=None, state=JobState.CANCELLED)])
+    ends = [j.end_time for j in repo.history()]
+    assert ends == sorted(ends) and len(ends) == 5
+    assert [j.job_id for j in repo.history(limit=2)] == [1, 0]
+    cutoff = jobs[2].end_time
+    assert {j.job_id for j in repo.history(since=cutoff)} == {1, 0}
+    assert repo.count_jobs() == 6
+    assert {j.job_id for j in repo.iter_jobs(batch=2)} == {0, 1, 2, 3, 4, 99}
+
+
+def test_observe_records_transitions_and_costs_nothing_when_stable(repo: SqlJobRepository) -> None:
+    def snap(at: float, *jobs: JobRecord) -> ClusterSnapshot:
+        return ClusterSnapshot(taken_at=at, cluster="c1", jobs=jobs, nodes=())
+
+    a = JobRecord(job_id=1, user="u", submit_time=0.0, state=JobState.PENDING, reason="Priority")
+    b = JobRecord(job_id=2, user="u", submit_time=0.0, state=JobState.RUNNING)
+    repo.observe(snap(10.0, a, b))
+    repo.observe(snap(20.0, dataclasses.replace(a, reason="Resources"), b))  # reason only: no row
+    assert count(repo, Transition) == 2
+    repo.observe(snap(30.0, dataclasses.replace(a, state=JobState.RUNNING, reason="")))
+    assert repo.transitions(1) == [(10.0, None, "PENDING", "Priority"), (30.0, "PENDING", "RUNNING", "")]
+    assert repo.transitions(2, cluster="c1") == [(10.0, None, "RUNNING", ""), (30.0, "RUNNING", GONE, "")]
+    repo.observe(snap(40.0, dataclasses.replace(a, state=JobState.PENDING, restart_count=1, reason="BeginTime")))
+    assert repo.transitions(1)[-1] == (40.0, "RUNNING", "PENDING", "BeginTime")
+    # Another cluster's snapshot does not disturb this one's live jobs.
+    repo.observe(ClusterSnapshot(taken_at=50.0, cluster="other", jobs=(), nodes=()))
+    assert repo.transitions(1)[-1][0] == 40.0
+
+
+def test_cursor_and_pause_flag(repo: SqlJobRepository) -> None:
+    assert repo.get_cursor("sacct") is None and repo.is_paused() is False
+    repo.set_cursor("sacct", 1.5)
+    repo.set_cursor("sacct", 2.5)
+    repo.set_paused(True)
+    assert repo.get_cursor("sacct") == 2.5 and repo.is_paused() is True
+    repo.set_paused(False)
+    assert repo.is_paused() is False
+
+
+def test_cycles_predictions_and_decisions(repo: SqlJobRepository) -> None:
+    first = repo.start_cycle(1000.0, dry_run=True)
+    preds = [Prediction(job_id=1, estimate_s=60, low_s=30, high_s=120, source="user+name history, 3 runs"),
+             Prediction(job_id=2, estimate_s=600, low_s=300, high_s=900, source="model v1", model_version="v1")]
+    rank = Decision(job_id=1, kind="rank", outcome="ok", reason="shortest", score=60.0, rank=1)
+    act = Decision(job_id=1, kind="SetSiteFactor", outcome="dry-run", previous="0", new="500")
+    repo.record_predictions(first, preds)
+    repo.record_decisions(first, [rank, act])
+    repo.finish_cycle(first, pending=2, running=0, actions=1, failed=0, timings={"predict": 0.1, "total": 0.25})
+
+    second = repo.start_cycle(1060.0, dry_run=False)
+    changed = dataclasses.replace(preds[1], estimate_s=650)
+    repo.record_predictions(second, [preds[0], changed])  # job 1 unchanged: not stored again
+    repo.record_decisions(second, [rank, dataclasses.replace(act, outcome="ok")])
+    repo.finish_cycle(second, pending=2, running=0, actions=1, failed=0, timings={"predict": 0.2, "apply": 0.1})
+
+    assert count(repo, PredictionRow) == 3 and count(repo, DecisionRow) == 3
+    assert repo.latest_prediction(1) == preds[0]
+    assert repo.latest_prediction(2) == changed
+    assert repo.latest_prediction(3) is None
+    assert repo.decisions_for(1) == [(1000.0, rank), (1000.0, act), (1060.0, dataclasses.replace(act, outcome="ok"))]
+    cycles = repo.recent_cycles(limit=5)
+    assert [c.cycle_id for c in cycles] == [second, first]
+    assert cycles[1].dry_run is True and cycles[1].duration_s == pytest.approx(0.25)
+    assert cycles[0].duration_s == pytest.approx(0.3) and cycles[0].timings == {"predict": 0.2, "apply": 0.1}
+    with pytest.raises(StoreError):
+        repo.finish_cycle(999_999, pending=0, running=0, actions=0, failed=0, timings={})
+
+
+def test_rolled_back_predictions_are_written_again(repo: SqlJobRepository) -> None:
+    cycle = repo.start_cycle(1.0, dry_run=False)
+    pred = Prediction(job_id=1, estimate_s=60, low_s=30, high_s=120, source="s")
+    with pytest.raises(RuntimeError):
+        with repo.transaction():
+            repo.record_predictions(cycle, [pred])
+            raise RuntimeError("cycle failed")
+    repo.record_predictions(cycle, [pred])
+    assert repo.latest_prediction(1) == pred
+
+
+def test_applied_changes_keep_the_first_original(repo: SqlJobRepository) -> None:
+    repo.record_applied(7, "SetSiteFactor", "0", "500")
+    repo.record_applied(7, "SetSiteFactor", "500", "700")
+    repo.record_applied(8, "SetFeatures", None, "a100")
+    changes = repo.applied_changes()
+    assert [(c.job_id, c.kind, c.original, c.current) for c in changes] == [
+        (7, "SetSiteFactor", "0", "700"), (8, "SetFeatures", None, "a100")]
+    repo.forget_applied(7, "SetSiteFactor")
+    assert [c.job_id for c in repo.applied_changes()] == [8]
+
+
+def test_model_registry_returns_the_newest(repo: SqlJobRepository) -> None:
+    assert repo.load_model("gbm") is None
+    repo.save_model("gbm", "v1", b"\x00one", {"rows": 10})
+    repo.save_model("gbm", "v2", b"\x00two", {"rows": 20, "features": ["user"]})
+    repo.save_model("other", "v9", b"x", {})
+    assert repo.load_model("gbm") == ("v2", b"\x00two", {"rows": 20, "features": ["user"]})
+    repo.save_model("gbm", "v1", b"\x00one again", {})  # re-saving a version makes it the newest
+    assert repo.load_model("gbm") == ("v1", b"\x00one again", {})

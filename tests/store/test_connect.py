@@ -1,0 +1,83 @@
+"""Opening databases: SQLite file mode and WAL, lock and connection failures as one-line errors."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from slurmsched.errors import StoreError
+from slurmsched.model import JobRecord
+from slurmsched.store.repository import SqlJobRepository
+
+
+def test_sqlite_file_is_private_and_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "nested" / "slurmsched.db"
+    repo = SqlJobRepository.from_url(f"sqlite:///{path}")
+    try:
+        repo.upgrade()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        with repo.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        repo.ingest_finished([JobRecord(job_id=1, user="u", submit_time=1.0)])
+        for side in path.parent.glob("slurmsched.db-*"):  # -wal and -shm follow the file's mode
+            assert stat.S_IMODE(side.stat().st_mode) == 0o600
+    finally:
+        repo.close()
+
+
+def test_locked_sqlite_gives_a_clean_error(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    url = f"sqlite:///{path}"
+    setup = SqlJobRepository.from_url(url)
+    setup.upgrade()
+    setup.close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    repo = SqlJobRepository.from_url(url, busy_timeout_s=0.3)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreError) as err:
+            repo.ingest_finished([JobRecord(job_id=1, user="u", submit_time=1.0)])
+        assert time.monotonic() - started < 10
+        assert str(err.value) == f"database {url} is locked by another process (gave up waiting for it)"
+        holder.execute("ROLLBACK")
+        assert repo.ingest_finished([JobRecord(job_id=1, user="u", submit_time=1.0)]) == 1
+    finally:
+        holder.close()
+        repo.close()
+
+
+def test_unreachable_postgres_gives_a_clean_error(tmp_path: Path) -> None:
+    url = f"postgresql+psycopg://postgres@/slurmsched?host={tmp_path}&port=1"
+    repo = SqlJobRepository.from_url(url)
+    with pytest.raises(StoreError) as err:
+        repo.check_schema()
+    message = str(err.value)
+    assert message.startswith("cannot reach database postgresql+psycopg://postgres@/slurmsched")
+    assert "\n" not in message
+
+
+def test_missing_tables_name_the_command(tmp_path: Path) -> None:
+    repo = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'x.db'}")
+    with pytest.raises(StoreError, match="has no slurmsched tables .*run 'slurmsched db upgrade'"):
+        repo.count_jobs()
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("mysql://x/y", "unsupported database 'mysql'"),
+    ("not a url", "not a database URL"),
+])
+def test_bad_urls(url: str, problem: str) -> None:
+    with pytest.raises(StoreError, match=problem):
+        SqlJobRepository.from_url(url)
+
+
+def test_unwritable_state_dir(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(StoreError, match="cannot create database file"):
+        SqlJobRepository.from_url(f"sqlite:///{blocker / 'slurmsched.db'}")

@@ -1,0 +1,55 @@
+"""``slurmsched revert`` leaves no job with a SiteFactor set by slurmsched and says how many."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+
+def test_revert_restores_every_job_and_reports_the_count(daemon_env, busy, lua_cache):
+    daemon_env.write(submit_cache=str(lua_cache))
+    daemon_env.seed_history("short", [60, 70, 50])
+    daemon_env.seed_history("long", [5000, 5200])
+    ids = [busy.submit("--gres=gpu:1", "-t", "120", name="short"),
+           busy.submit("--gres=gpu:2", "-t", "120", name="long")]
+    daemon = daemon_env.daemon()
+    daemon.cycle(time.time())
+    # a job valued by job_submit.lua after the last cycle: no record of it yet
+    ids.append(busy.submit("--gres=gpu:1", "-t", "120", name="short"))
+    before = daemon_env.site_factors(ids)
+    assert all(v > 0 for v in before.values()), before
+    with daemon_env.repo() as repo:
+        assert ids[2] not in {c.job_id for c in repo.applied_changes()}
+
+    result = daemon_env.cli("revert")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^reverted 3 changes on 3 pending jobs \(3 SetSiteFactor\)", result.stdout, re.M), result.stdout
+    assert "slurmsched is paused" in result.stdout
+    assert daemon_env.site_factors(ids) == {i: 0 for i in ids}
+    assert not lua_cache.exists()
+    with daemon_env.repo() as repo:
+        assert repo.applied_changes() == [] and repo.is_paused()
+        reverts = [d for _, d in repo.decisions_for(ids[0]) if d.kind == "revert"]
+        assert [(d.outcome, d.previous, d.new) for d in reverts] == [("ok", str(before[ids[0]]), "0")]
+    # the paused daemon does not put the values back
+    daemon.cycle(time.time())
+    assert daemon_env.site_factors(ids) == {i: 0 for i in ids}
+    again = daemon_env.cli("revert")
+    assert again.exit_code == 0 and again.stdout.startswith("reverted 0 changes on 0 pending jobs")
+
+
+def test_revert_drops_records_of_jobs_that_left_the_queue(daemon_env, busy):
+    daemon_env.seed_history("short", [60])
+    job = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    daemon_env.daemon().cycle(time.time())
+    busy.cluster.run("scancel", str(job))
+    busy.wait_state(job, {"CANCELLED", ""}, timeout=30)
+    result = daemon_env.cli("revert")
+    assert result.exit_code == 0, result.output
+    assert "reverted 0 changes on 0 pending jobs; 1 records of jobs no longer pending dropped" in result.stdout
+    with daemon_env.repo() as repo:
+        assert repo.applied_changes() == []

@@ -1,0 +1,77 @@
+"""``explain``, ``status``, ``pause``/``resume`` and ``run --once`` from the command line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+
+def test_explain_shows_prediction_source_score_rank_and_every_action(daemon_env, busy):
+    daemon_env.seed_history("short", [60, 70, 50])
+    daemon_env.seed_history("long", [5000, 5200])
+    long = busy.submit("--gres=gpu:2", "-t", "120", name="long")
+    short = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    ran = daemon_env.cli("run", "--once")
+    assert ran.exit_code == 0, ran.output
+    factor = daemon_env.site_factors([long])[long]
+    result = daemon_env.cli("explain", str(long))
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert text.startswith(f"job {long}\n")
+    assert re.search(r"^prediction: 1\.4\d h \(likely .* to .*\), from \S.*", text, re.M), text
+    assert re.search(r"^latest ranking \(.*\): #2, score 2\.8\d GPU-h", text, re.M), text
+    assert f"in force: SetSiteFactor 0 -> {factor}" in text
+    assert re.search(rf"rank #2 .*predicted 1\.4 h x 2 GPUs", text), text
+    assert re.search(rf"SetSiteFactor 0 -> {factor}  \[ok\]  \S", text), text
+    assert "rank #1" in daemon_env.cli("explain", str(short)).stdout
+    missing = daemon_env.cli("explain", "999999999")
+    assert missing.exit_code == 1 and "no record of job 999999999" in missing.stderr
+
+
+def test_status_lists_cycles_changes_and_prediction_error(daemon_env, busy):
+    daemon_env.seed_history("quick", [2, 3, 2])
+    job = busy.submit("--gres=gpu:1", "-t", "5", name="quick", wrap="sleep 2")
+    daemon = daemon_env.daemon()
+    daemon.cycle(time.time())
+    paused = daemon_env.cli("pause")
+    status = daemon_env.cli("status")
+    assert status.exit_code == 0, status.output
+    assert "state: PAUSED" in status.stdout and paused.exit_code == 0
+    assert re.search(r"^last cycle \d+ at .*: 1 pending, \d+ running", status.stdout, re.M), status.stdout
+    assert "changes in force: 1 SetSiteFactor on 1 jobs" in status.stdout
+    assert "prediction error: no finished job with a prediction yet" in status.stdout
+    # let the job run and finish; the next cycles read it from accounting
+    busy.cluster.run("scancel", str(busy.blocker))
+    busy.wait_state(job, {"COMPLETED", ""}, timeout=60)
+    deadline = time.monotonic() + 30
+    while True:
+        daemon.cycle(time.time())
+        with daemon_env.repo() as repo:
+            if any(j.job_id == job for j in repo.history(since=time.time() - 600)):
+                break
+        assert time.monotonic() < deadline, "finished job never reached the history"
+        time.sleep(1)
+    daemon.cycle(time.time())
+    daemon.cycle(time.time())
+    status = daemon_env.cli("status", "--cycles", "3")
+    assert re.search(r"^prediction error over the last \d+ finished jobs: median \d+\.\d\dx off, \d+% within 2x",
+                     status.stdout, re.M), status.stdout
+    assert len(re.findall(r"^ +\d+ \d{4}-", status.stdout, re.M)) == 3
+    assert "changes in force: none on 0 jobs" in status.stdout
+    assert daemon_env.cli("resume").exit_code == 0
+    assert "state: active" in daemon_env.cli("status").stdout
+
+
+def test_run_once_refuses_a_database_without_the_current_schema(daemon_env, tmp_path):
+    daemon_env.write(state_dir=str(tmp_path / "empty-state"))
+    proc = subprocess.run([sys.executable, "-m", "slurmsched", "--config", str(daemon_env.path), "run", "--once"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: database schema is at ") and "run 'slurmsched db upgrade'" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -8,11 +8,14 @@ Slurm spells the same request several ways, depending on version and field:
 * TRES strings (``tres_req_str``): ``cpu=2,mem=2G,gres/gpu=4,gres/gpu:a100=4``;
 * accounting TRES lists (``sacct --json``): ``{"type": "gres", "name": "gpu:a100", "count": 4}``.
 
-Every function here is pure and cheap: the gateway calls them once per job per cycle.
+Every function here is pure and cheap; the two string parsers the gateway calls for
+every job are memoised (a queue repeats a handful of distinct GRES/TRES strings), and
+their results are immutable, so sharing them is safe.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable, Mapping
 
 from slurmsched.model import GresRequest
@@ -74,15 +77,20 @@ def parse_gres_item(item: str) -> GresRequest | None:
     return GresRequest(name=fields[0], type=gres_type or None, count=_count(count_text))
 
 
+_MULTIPLIERS = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+
+
 def _count(text: str) -> int:
     """GRES counts may carry a unit suffix (``2K`` for MPS); GPUs never do."""
+    if text.isdigit():
+        return int(text)
     text = text.strip()
-    multipliers = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
-    if text and text[-1].upper() in multipliers:
-        return int(text[:-1]) * multipliers[text[-1].upper()]
+    if text and text[-1].upper() in _MULTIPLIERS:
+        return int(text[:-1]) * _MULTIPLIERS[text[-1].upper()]
     return int(text)
 
 
+@lru_cache(maxsize=4096)
 def parse_gres(text: str | None) -> tuple[GresRequest, ...]:
     """Parse a comma-separated GRES list; non-GRES TRES entries are skipped.
 
@@ -115,6 +123,7 @@ def _gpu_totals(pairs: Iterable[tuple[str, int]]) -> tuple[int, str | None]:
     return total, gpu_type
 
 
+@lru_cache(maxsize=4096)
 def gpus_from_tres(text: str | None) -> tuple[int, str | None]:
     """Total GPUs and GPU type from a TRES string (``...,gres/gpu=4,gres/gpu:a100=4``).
 

@@ -20,10 +20,11 @@ An unchanged queue costs no prediction, no record and no RPC.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Sequence
 
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, Prediction,
@@ -101,12 +102,15 @@ class Engine:
             accounting.
         overlap_s: accounting is re-read this far behind the cursor, because a finished
             job can show up in ``sacct`` a few seconds late; duplicates are dropped.
+        timer: the clock of the per-stage timings (wall seconds by default; a benchmark
+            may pass ``time.process_time`` to count CPU seconds).
     """
 
     def __init__(self, gateway: SlurmGateway, repository: JobRepository, predictor: Predictor,
                  policy: Policy, planner: Planner, *, dry_run: bool = False,
                  refit_interval_s: float | None = None, refresh_s: float = 3600.0,
-                 history_lookback_s: float = 86400.0, overlap_s: float = 300.0) -> None:
+                 history_lookback_s: float = 86400.0, overlap_s: float = 300.0,
+                 timer: Callable[[], float] = time.perf_counter) -> None:
         self.gateway = gateway
         self.repository = repository
         self.predictor = predictor
@@ -117,6 +121,7 @@ class Engine:
         self.refresh_s = refresh_s
         self.history_lookback_s = history_lookback_s
         self.overlap_s = overlap_s
+        self.timer = timer
         self._tracker = QueueTracker(policy, predictor)
         self._applied: dict[_Key, AppliedChange] = {}
         self._full_at: float | None = None
@@ -140,11 +145,12 @@ class Engine:
                 and the next cycle re-plans every job.
         """
         timings: dict[str, float] = {}
-        began = mark = time.perf_counter()
+        timer = self.timer
+        began = mark = timer()
 
         def lap(stage: str) -> None:
             nonlocal mark
-            moment = time.perf_counter()
+            moment = timer()
             timings[stage] = moment - mark
             mark = moment
 
@@ -185,13 +191,13 @@ class Engine:
                 self.repository.finish_cycle(
                     cycle_id, pending=len(pending), running=len(snapshot.jobs) - len(pending),
                     actions=len(outcomes), failed=sum(1 for o in outcomes if not o.ok),
-                    timings={**timings, "total": time.perf_counter() - began})
+                    timings={**timings, "total": timer() - began})
         except BaseException:
             self._full_at = None
             raise
         self._after_commit(finished, cursor, mirror)
         lap("record")
-        timings["total"] = time.perf_counter() - began
+        timings["total"] = timer() - began
         return CycleReport(cycle_id, now, len(pending), len(snapshot.jobs) - len(pending), len(finished),
                            tuple(outcomes), tuple(decisions), plan,
                            tuple(t.prediction for t in changes.fresh), self.dry_run, paused, timings)
@@ -253,9 +259,7 @@ class Engine:
             step, value, current = planner.site_factor_step(
                 job, tracked.score, reorders, applied.get((job.job_id, SITE_FACTOR)), scale)
             if step is Step.SEND:
-                reason = (self.policy.explain(job, tracked.prediction, now) if reorders
-                          else f"{self.policy.name}: undo slurmsched's SiteFactor")
-                ranked.append((tracked, SetSiteFactor(job.job_id, value, current, reason)))
+                ranked.append((tracked, SetSiteFactor(job.job_id, value, current)))  # reason added once chosen
                 tracked.settled = False
             elif step is Step.ADOPT:
                 adopted.append(SetSiteFactor(job.job_id, value, 0, self.policy.explain(job, tracked.prediction, now)))
@@ -275,7 +279,15 @@ class Engine:
             pinned = sorted((tracker.jobs[i] for i in self._pinned), key=tracker.rank)
             ranked.extend((tracker.jobs[a.job_id], a) for a in tuner.widen([t.job for t in pinned], snapshot.nodes))
         chosen, rpcs = planner.select([(tracker.rank(t), a) for t, a in ranked])
+        chosen = [self._with_reason(a, now) if isinstance(a, SetSiteFactor) else a for a in chosen]
         return Plan(tuple(chosen), tuple(adopted), tuple(settled), held, len(ranked) - len(chosen), rpcs)
+
+    def _with_reason(self, action: SetSiteFactor, now: float) -> SetSiteFactor:
+        """The action with the policy's reason (only built for actions actually sent)."""
+        if not self.policy.reorders:
+            return dataclasses.replace(action, reason=f"{self.policy.name}: undo slurmsched's SiteFactor")
+        tracked = self._tracker.jobs[action.job_id]
+        return dataclasses.replace(action, reason=self.policy.explain(tracked.job, tracked.prediction, now))
 
     def _stale_records(self, pending: Sequence[JobRecord]) -> list[_Key]:
         """Applied changes of jobs no longer pending (checked on full passes)."""

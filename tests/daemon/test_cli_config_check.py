@@ -1,0 +1,45 @@
+"""``slurmsched config check``: validates, then checks database, Slurm, wait bound and job_submit.lua."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+
+def test_check_reports_each_part(daemon_env, lua_cache):
+    result = daemon_env.cli("config", "check")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"ok   config {daemon_env.path}"
+    assert any(line.startswith("     [daemon] interval_s=1.0,") for line in lines)
+    assert any(line.startswith("ok   database sqlite:///") and line.endswith("schema current") for line in lines)
+    assert "ok   slurm: PriorityType=priority/multifactor, weights age=10000 fairshare=10000" in result.stdout
+    assert any(line.startswith("ok   wait bound: 25.00 h: after max_wait_h=24 h") for line in lines), result.stdout
+    assert f"warn {lua_cache} is not " in result.stdout          # the daemon's cache is elsewhere
+    daemon_env.write(submit_cache=str(lua_cache))
+    linked = daemon_env.cli("config", "check")
+    assert f"ok   {lua_cache.parent / 'job_submit.lua'} reads {lua_cache}" in linked.stdout
+
+
+def test_check_fails_on_unreachable_slurm_and_old_schema(daemon_env, tmp_path):
+    daemon_env.write(state_dir=str(tmp_path / "none"))
+    text = daemon_env.path.read_text().replace(f'conf = "{daemon_env.cluster.conf}"',
+                                               f'conf = "{tmp_path / "no-slurm.conf"}"\ntimeout_s = 2')
+    daemon_env.path.write_text(text)
+    result = daemon_env.cli("config", "check")
+    assert result.exit_code == 1
+    assert "FAIL database: database schema is at empty" in result.stdout and "slurmsched db upgrade" in result.stdout
+    assert "FAIL slurm: " in result.stdout
+
+
+def test_check_names_the_bad_key(daemon_env):
+    daemon_env.write(interval_s=0)
+    result = daemon_env.cli("config", "check")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: daemon.interval_s must be > 0 (got 0.0)"
+    daemon_env.write(submit_cache_max_age_s=0.5)
+    assert "daemon.submit_cache_max_age_s must be" in daemon_env.cli("config", "check").stderr
+    daemon_env.write()
+    daemon_env.path.write_text(daemon_env.path.read_text() + "[planner]\nbogus = 1\n")
+    assert daemon_env.cli("config", "check").stderr.startswith("error: unknown key planner.bogus")

@@ -70,6 +70,7 @@ any_daemon_running() {
 
 # Render the config into a scratch dir and move changed files into $ETC one by one
 # (rename is atomic, so clients never see a half-written file). Sets CONFIG_CHANGED.
+# Only the rendered files and job_submit.lua are managed here.
 render_config() {
     local tmp f args=(--mode host --state-dir "$STATE" --port-base "$PORT")
     tmp=$(mktemp -d "$STATE/etc.new.XXXXXX")
@@ -81,11 +82,11 @@ render_config() {
     mkdir -p "$ETC"
     chmod 755 "$ETC"
     CONFIG_CHANGED=0
-    for f in "$ETC"/*; do
-        [[ -e $f && ! -e $tmp/${f##*/} ]] || continue
-        rm -f "$f"
+    # Other files in $ETC (such as the cache job_submit.lua reads) are not ours to remove.
+    if [[ ! -e $tmp/job_submit.lua && -e $ETC/job_submit.lua ]]; then
+        rm -f "$ETC/job_submit.lua"
         CONFIG_CHANGED=1
-    done
+    fi
     for f in "$tmp"/*; do
         if ! cmp -s "$f" "$ETC/${f##*/}"; then
             mv -f "$f" "$ETC/${f##*/}"

@@ -15,12 +15,15 @@ import socket
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
+from slurmsched.cli import main
 from slurmsched.store.repository import SqlJobRepository
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,17 +77,45 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m slurmsched ARGS`` from the repository root (no shell); config from env only."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURMSCHED_")}
-    return subprocess.run([sys.executable, "-m", "slurmsched", *args], capture_output=True, text=True,
-                          timeout=300, cwd=REPO, env={**base, **(env or {})}, stdin=subprocess.DEVNULL)
+@dataclass(frozen=True)
+class CliResult:
+    """What one ``slurmsched`` command printed and its exit status."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _clean_env(env: dict[str, str] | None) -> dict[str, str | None]:
+    """The caller's variables, with every other ``SLURMSCHED_*`` unset (config from ``env`` only)."""
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("SLURMSCHED_")}
+    return {**unset, **(env or {})}
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> CliResult:
+    """Run the ``slurmsched`` command line in this process (click's runner; the real commands)."""
+    result = CliRunner().invoke(main, list(args), env=_clean_env(env), catch_exceptions=False)
+    return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+def run_cli_process(*args: str, env: dict[str, str] | None = None) -> CliResult:
+    """Run ``python -m slurmsched ARGS`` as its own process (no shell), from the repository root."""
+    full = {k: v for k, v in {**os.environ, **_clean_env(env)}.items() if v is not None}
+    proc = subprocess.run([sys.executable, "-m", "slurmsched", *args], capture_output=True, text=True,
+                          timeout=300, cwd=REPO, env=full, stdin=subprocess.DEVNULL)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
 @pytest.fixture
 def cli():
-    """:func:`run_cli`, for tests that drive the command line."""
+    """:func:`run_cli`: the command line, in process."""
     return run_cli
+
+
+@pytest.fixture
+def cli_process():
+    """:func:`run_cli_process`: the command line as a separate process."""
+    return run_cli_process
 
 
 @pytest.fixture

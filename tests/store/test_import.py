@@ -126,6 +126,17 @@ def test_cli_import_then_stats(db_url: str, tmp_path: Path, cli) -> None:
     assert text.returncode == 0 and f"jobs: {swf.good}" in text.stdout
 
 
+def test_console_script_round_trip(tmp_path: Path, cli_process) -> None:
+    swf = write_swf(tmp_path / "small.swf", jobs=200, corrupt_every=100)
+    db = f"sqlite:///{tmp_path / 'state' / 'history.db'}"
+    imported = cli_process("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.startswith(f"imported {swf.good} job attempts")
+    stats = cli_process("history", "stats", "--db", db, "--json")
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["jobs"] == swf.good
+
+
 def test_cli_errors_are_one_line(tmp_path: Path, cli) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
     missing = cli("history", "import", "--trace", str(tmp_path / "nope.swf"), "--format", "swf", "--db", db)

@@ -76,8 +76,8 @@ def test_db_commands(db_url: str, cli) -> None:
     assert after.returncode == 0 and after.stdout.strip() == f"{migrate.head_revision()} (head)"
 
 
-def test_db_url_from_environment(tmp_path, cli) -> None:
+def test_db_url_from_environment(tmp_path, cli_process) -> None:
     url = f"sqlite:///{tmp_path / 'env.db'}"
-    proc = cli("db", "upgrade", env={"SLURMSCHED_DB_URL": url})
+    proc = cli_process("db", "upgrade", env={"SLURMSCHED_DB_URL": url})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "env.db").exists()

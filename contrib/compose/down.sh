@@ -31,8 +31,7 @@ for kind in container volume network; do
     [ -n "$ids" ] && "$ENGINE" "$kind" rm -f $ids >/dev/null 2>&1 || true
 done
 if [ $images = 1 ]; then
-    for item in slurm:24.11 mariadb:latest daemon:latest postgres:latest; do
-        "$ENGINE" image rm "localhost/slurmsched/$item" >/dev/null 2>&1 || true
-    done
+    ids=$("$ENGINE" image ls -q --filter label=org.slurmsched.compose=1 2>/dev/null | sort -u)
+    [ -n "$ids" ] && "$ENGINE" image rm -f $ids >/dev/null 2>&1 || true
 fi
 step_end

@@ -10,7 +10,7 @@
 #   slurmdbd    slurmdbd in the foreground, once MariaDB answers.
 #   slurmctld   slurmctld in the foreground (waits up to a minute for slurmdbd).
 #   slurmd      slurmd for the container's host name, with fake GPU character devices.
-#   daemon      `slurmsched run` (the daemon), once slurmctld answers.
+#   daemon      `slurmsched db upgrade`, then `slurmsched run` (the daemon), once slurmctld answers.
 # Anything else is run as a command after munge is up (e.g. `entrypoint.sh bash`).
 set -euo pipefail
 
@@ -104,7 +104,9 @@ slurmd)
 daemon)
     start_munge
     install -d "${SLURMSCHED_DAEMON_STATE_DIR:-/var/lib/slurmsched}"
+    case "${SLURMSCHED_DB_URL:-}" in *@postgres/*) wait_tcp postgres 5432 ;; esac
     for _ in $(seq 1 120); do scontrol ping >/dev/null 2>&1 && break; sleep 1; done
+    slurmsched db upgrade  # creates or migrates the history database (idempotent)
     exec slurmsched run "$@"
     ;;
 *)

@@ -8,8 +8,8 @@
 # from Debian/PyPI when missing; runc and lower ulimits through contrib/compose/containers.conf).
 # The debian:trixie base image is pulled, or built with debootstrap where no registry answers.
 # Each image is built once (later runs hit the build cache); containers whose image changed
-# are recreated. Returns once every health check passes (all nodes idle or busy) and the
-# daemon runs. Prints the time of each step.
+# are recreated. Returns once every health check passes: all nodes idle or busy, and the
+# daemon has a scheduling cycle on record. Prints the time of each step.
 #
 # Environment: SLURMSCHED_ENGINE=docker|podman, SLURMSCHED_DEBIAN_MIRROR (debootstrap),
 # SLURMSCHED_DAEMON_INTERVAL_S (daemon cycle, default 10), SLURMSCHED_COMPOSE_TIMEOUT (s, 300).
@@ -25,8 +25,9 @@ for arg in "$@"; do
     esac
 done
 
-SLURM_CONTAINERS=(slurmsched-mariadb slurmsched-slurmdbd slurmsched-slurmctld
-                  slurmsched-gpu01 slurmsched-gpu02 slurmsched-gpu03 slurmsched-gpu04)
+# Containers with a health check (in docker-compose.yml), all of which must pass.
+CHECKED=(slurmsched-mariadb slurmsched-slurmdbd slurmsched-slurmctld slurmsched-gpu01
+         slurmsched-gpu02 slurmsched-gpu03 slurmsched-gpu04 slurmsched-daemon)
 TARGETS=(slurm:24.11 mariadb:latest daemon:latest)  # Dockerfile target:tag (as in docker-compose.yml)
 
 install_podman_tools() {
@@ -65,6 +66,8 @@ build_images() {
         "$ENGINE" build -q -f "$COMPOSE_DIR/Dockerfile" --target "${item%%:*}" \
             -t "localhost/slurmsched/$item" "$ROOT" >/dev/null
     done
+    # Earlier builds of this project's images, now untagged (only ours: by label).
+    "$ENGINE" image prune -f --filter label=org.slurmsched.compose=1 >/dev/null 2>&1 || true
 }
 
 compose_up() {
@@ -114,9 +117,7 @@ wait_ready() {
     local deadline=$((SECONDS + ${SLURMSCHED_COMPOSE_TIMEOUT:-300})) c pending
     while :; do
         pending=()
-        for c in "${SLURM_CONTAINERS[@]}"; do healthy "$c" || pending+=("$c"); done
-        [ "$("$ENGINE" container inspect -f '{{.State.Running}}' slurmsched-daemon 2>/dev/null)" = true ] \
-            || pending+=(slurmsched-daemon)
+        for c in "${CHECKED[@]}"; do healthy "$c" || pending+=("$c"); done
         [ ${#pending[@]} -eq 0 ] && return 0
         if [ $SECONDS -ge $deadline ]; then
             echo "[compose] not ready after ${SLURMSCHED_COMPOSE_TIMEOUT:-300} s: ${pending[*]}" >&2
@@ -136,7 +137,7 @@ pick_engine
 if [ $postgres = 1 ]; then
     COMPOSE+=(--profile postgres)
     TARGETS+=(postgres:latest)
-    SLURM_CONTAINERS+=(slurmsched-postgres)
+    CHECKED+=(slurmsched-postgres)
     export SLURMSCHED_DB_URL=postgresql+psycopg://slurmsched@postgres/slurmsched
 fi
 echo "[compose] engine: $ENGINE" >&2

@@ -9,6 +9,8 @@ from sqlalchemy import Row
 from slurmsched.model import GresRequest, JobRecord, JobState
 from slurmsched.store.schema import Job
 
+_STATES = {state.value: state for state in JobState}
+
 #: Columns that identify one job attempt (the upsert key).
 ATTEMPT_KEY = ("cluster", "job_id", "submit_time")
 
@@ -78,7 +80,7 @@ def row_to_job(row: Row[Any] | Sequence[Any]) -> JobRecord:
     return JobRecord(
         job_id=job_id, user=user, submit_time=submit, name=name, cluster=cluster,
         array_job_id=array_job_id, array_task_id=array_task_id, account=account,
-        partition=partition, qos=qos, state=JobState.parse(state), eligible_time=eligible,
+        partition=partition, qos=qos, state=_STATES.get(state) or JobState.parse(state), eligible_time=eligible,
         start_time=start, end_time=end, time_limit_s=limit, nodes=nodes, cpus=cpus,
         memory_mb=memory_mb, gpus=gpus, gpu_type=gpu_type,
         gres_per_node=tuple(GresRequest(n, t, c) for n, t, c in gres) if gres else (),

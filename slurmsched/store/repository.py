@@ -177,7 +177,7 @@ class SqlJobRepository:
         else:
             query = query.order_by(Job.end_time, Job.id)
         with self._conn() as conn:
-            records = [row_to_job(row) for row in conn.execute(query)]
+            records = [row_to_job(row) for row in conn.execute(query).all()]
         if limit is not None:
             records.reverse()
         return records

@@ -59,7 +59,7 @@ class Job(Base):
     memory_mb: Mapped[int | None] = mapped_column(BigInteger)
     gpus: Mapped[int] = mapped_column(Integer, default=0)
     gpu_type: Mapped[str | None] = mapped_column(String(64))
-    gres_per_node: Mapped[list | None] = mapped_column(JSON)
+    gres_per_node: Mapped[list | None] = mapped_column(JSON(none_as_null=True))
     features: Mapped[str] = mapped_column(Text, default="")
     node_list: Mapped[str] = mapped_column(Text, default="")
     state: Mapped[str] = mapped_column(String(32))

@@ -59,13 +59,15 @@ class DaemonEnv:
                                                   env={k: None for k in ("SLURMSCHED_CONFIG",)})
 
     def seed_history(self, name: str, runtimes: list[float], *, gpus: int = 1, limit_s: int = 7200) -> None:
-        """Finished jobs of this test's user under the job name ``<prefix><name>``."""
-        now = time.time()
-        jobs = [JobRecord(job_id=10_000_000 + abs(hash((name, i))) % 10_000_000, user=self.user,
-                          name=self.jobs.prefix + name, submit_time=now - 7200 + i, start_time=now - 7000 + i,
-                          end_time=now - 7000 + i + run, state=JobState.COMPLETED, time_limit_s=limit_s,
-                          gpus=gpus, gpu_type=None, cluster="slurmsched")
-                for i, run in enumerate(runtimes)]
+        """Finished jobs of this test's user under the job name ``<prefix><name>``, one after another."""
+        at = time.time() - sum(run + 60 for run in runtimes) - 60
+        jobs = []
+        for i, run in enumerate(runtimes):
+            jobs.append(JobRecord(job_id=10_000_000 + abs(hash((name, i))) % 10_000_000, user=self.user,
+                                  name=self.jobs.prefix + name, submit_time=at, start_time=at + 5,
+                                  end_time=at + 5 + run, state=JobState.COMPLETED, time_limit_s=limit_s,
+                                  gpus=gpus, cluster="slurmsched"))
+            at += run + 60
         with self.repo() as repo:
             repo.ingest_finished(jobs)
 

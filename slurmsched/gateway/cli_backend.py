@@ -140,7 +140,10 @@ class CliGateway:
                 chunk = indexes[start:start + SITE_FACTOR_BATCH]
                 for index, outcome in zip(chunk, self._apply_site_factor([actions[i] for i in chunk], value)):
                     outcomes[index] = outcome
-        return [o for o in outcomes if o is not None]
+        done = [o for o in outcomes if o is not None]
+        log.debug("apply: %d actions (%d SiteFactor values), %d failed", len(done), len(groups),
+                  sum(not o.ok for o in done))
+        return done
 
     def _apply_one(self, action: Action) -> ActionOutcome:
         try:

@@ -13,6 +13,16 @@ docker_answers() {
     command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 && docker compose version >/dev/null 2>&1
 }
 
+podman_compose_bin() {  # podman-compose from PATH, else the repository's .venv (contrib/setup.sh)
+    if command -v podman-compose >/dev/null 2>&1; then
+        command -v podman-compose
+    elif [ -x "$ROOT/.venv/bin/podman-compose" ]; then
+        echo "$ROOT/.venv/bin/podman-compose"
+    else
+        echo podman-compose
+    fi
+}
+
 pick_engine() {
     case "${SLURMSCHED_ENGINE:-}" in
         docker) ENGINE=docker ;;
@@ -24,7 +34,7 @@ pick_engine() {
         COMPOSE=(docker compose -p "$PROJECT" -f "$ROOT/docker-compose.yml")
     else
         export CONTAINERS_CONF="$COMPOSE_DIR/containers.conf"
-        COMPOSE=(podman-compose -p "$PROJECT" -f "$ROOT/docker-compose.yml")
+        COMPOSE=("$(podman_compose_bin)" -p "$PROJECT" -f "$ROOT/docker-compose.yml")
     fi
 }
 

@@ -39,9 +39,14 @@ install_podman_tools() {
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap netavark aardvark-dns >/dev/null
     fi
-    if ! command -v podman-compose >/dev/null 2>&1; then
-        python3 -m pip install -q 'podman-compose>=1.2' \
-            || python3 -m pip install -q --break-system-packages 'podman-compose>=1.2'
+    if [ "${COMPOSE[0]}" = podman-compose ] && ! command -v podman-compose >/dev/null 2>&1; then
+        if [ -x "$ROOT/.venv/bin/pip" ]; then
+            "$ROOT/.venv/bin/pip" install -q 'podman-compose>=1.2'
+            COMPOSE[0]=$ROOT/.venv/bin/podman-compose
+        else
+            python3 -m pip install -q 'podman-compose>=1.2' \
+                || python3 -m pip install -q --break-system-packages 'podman-compose>=1.2'
+        fi
     fi
 }
 

@@ -15,7 +15,6 @@ from typing import Iterator
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
-from sqlalchemy.pool import StaticPool
 
 from slurmsched.errors import StoreError
 
@@ -50,7 +49,7 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Eng
     """Create the engine for ``url``; a new SQLite file is created with mode 0600.
 
     Args:
-        url: ``sqlite:///PATH``, ``sqlite://`` (in memory) or ``postgresql+psycopg://...``.
+        url: ``sqlite:///PATH`` or ``postgresql+psycopg://...``.
         busy_timeout_s: how long SQLite waits for another writer's lock before failing.
 
     Raises:
@@ -65,22 +64,37 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Eng
         raise StoreError(f"no driver for {display_url(parsed)}: {exc} (pip install 'slurmsched[postgres]')") from None
 
 
+#: Execution option that makes a transaction start with ``BEGIN IMMEDIATE`` on SQLite.
+WRITE_LOCK = "slurmsched_write_lock"
+
+
 def _sqlite_engine(url: URL, busy_timeout_s: float) -> Engine:
+    """SQLite with explicit transactions: ``BEGIN IMMEDIATE`` where :data:`WRITE_LOCK` is set.
+
+    A transaction that reads and then writes must hold the write lock from its start:
+    under WAL, a deferred transaction whose snapshot is older than another process's
+    commit fails at its first write at once, without waiting. So writers take the lock
+    up front (waiting up to ``busy_timeout_s`` for it) and readers never block anyone.
+    """
     path = url.database
     if not path or path == ":memory:":
-        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
-    else:
-        _create_private_file(Path(path))
-        engine = create_engine(url)
+        raise StoreError(f"SQLite needs a file: sqlite:///PATH (got {display_url(url)})")
+    _create_private_file(Path(path))
+    engine = create_engine(url)
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001 - DB-API connection
+        dbapi_conn.isolation_level = None  # no implicit BEGIN from the driver: "begin" below
         cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn) -> None:  # noqa: ANN001 - SQLAlchemy Connection
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE_LOCK) else "BEGIN")
 
     return engine
 

@@ -17,6 +17,7 @@ from alembic.util import CommandError
 from sqlalchemy import Connection, Engine
 
 import slurmsched.migrations
+from slurmsched.store.connect import WRITE_LOCK
 
 SCRIPTS = Path(slurmsched.migrations.__file__).resolve().parent
 EMPTY = "empty"
@@ -54,6 +55,7 @@ def current_revision(engine: Engine) -> str | None:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate the database to ``revision`` (each step in its own transaction)."""
     with engine.connect() as conn:
+        conn.execution_options(**{WRITE_LOCK: True})
         command.upgrade(_alembic_config(conn), revision)
         conn.commit()
 

@@ -22,7 +22,7 @@ from slurmsched.config import Config
 from slurmsched.errors import SchemaOutOfDate, StoreError
 from slurmsched.model import ClusterSnapshot, Decision, JobRecord, Prediction
 from slurmsched.store import migrate
-from slurmsched.store.connect import DEFAULT_BUSY_TIMEOUT_S, display_url, make_engine, store_errors
+from slurmsched.store.connect import DEFAULT_BUSY_TIMEOUT_S, WRITE_LOCK, display_url, make_engine, store_errors
 from slurmsched.store.protocol import AppliedChange, CycleSummary
 from slurmsched.store.records import ATTEMPT_KEY, JOB_COLUMNS, row_to_job, unique_attempts
 from slurmsched.store.schema import (AppliedChangeRow, Control, Cursor, Cycle, DecisionRow, Job,
@@ -121,7 +121,7 @@ class SqlJobRepository:
             yield
             return
         try:
-            with store_errors(self.engine.url), self.engine.begin() as conn:
+            with self._begin(write=True) as conn:
                 self._local.conn = conn
                 yield
         except BaseException:
@@ -133,12 +133,22 @@ class SqlJobRepository:
             self._local.conn = None
 
     @contextmanager
-    def _conn(self) -> Iterator[Connection]:
+    def _begin(self, write: bool) -> Iterator[Connection]:
+        """A new transaction; ``write`` ones take SQLite's write lock at the start."""
+        with store_errors(self.engine.url), self.engine.connect() as conn:
+            if write:
+                conn.execution_options(**{WRITE_LOCK: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _conn(self, write: bool = True) -> Iterator[Connection]:
+        """The open ``transaction()``'s connection, else a transaction of its own."""
         active = getattr(self._local, "conn", None)
         if active is not None:
             yield active
             return
-        with store_errors(self.engine.url), self.engine.begin() as conn:
+        with self._begin(write) as conn:
             yield conn
 
     # --- job history --------------------------------------------------------------
@@ -176,7 +186,7 @@ class SqlJobRepository:
             query = query.order_by(Job.end_time.desc(), Job.id.desc()).limit(limit)
         else:
             query = query.order_by(Job.end_time, Job.id)
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             records = [row_to_job(row) for row in conn.execute(query).all()]
         if limit is not None:
             records.reverse()
@@ -187,7 +197,7 @@ class SqlJobRepository:
         last_id = 0
         while True:
             query = select(Job.id, *JOB_COLUMNS).where(Job.id > last_id).order_by(Job.id).limit(batch)
-            with self._conn() as conn:
+            with self._conn(write=False) as conn:
                 rows = conn.execute(query).all()
             if not rows:
                 return
@@ -197,7 +207,7 @@ class SqlJobRepository:
 
     def count_jobs(self) -> int:
         """How many job attempts are stored."""
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             return conn.execute(select(func.count()).select_from(Job)).scalar_one()
 
     # --- live queue ---------------------------------------------------------------
@@ -240,14 +250,14 @@ class SqlJobRepository:
             Transition.job_id == job_id).order_by(Transition.at, Transition.id)
         if cluster is not None:
             query = query.where(Transition.cluster == cluster)
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             return [tuple(row) for row in conn.execute(query)]
 
     # --- cursors and control ------------------------------------------------------
 
     def get_cursor(self, name: str) -> float | None:
         """A named cursor (e.g. ``"sacct"``: POSIX seconds up to which history was read)."""
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             return conn.execute(select(Cursor.value).where(Cursor.name == name)).scalar_one_or_none()
 
     def set_cursor(self, name: str, value: float) -> None:
@@ -257,7 +267,7 @@ class SqlJobRepository:
 
     def is_paused(self) -> bool:
         """The pause flag the daemon loop honours (``False`` until set)."""
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             return bool(conn.execute(select(Control.paused).where(Control.id == 1)).scalar_one_or_none())
 
     def set_paused(self, paused: bool) -> None:
@@ -291,7 +301,7 @@ class SqlJobRepository:
     def recent_cycles(self, limit: int = 10) -> list[CycleSummary]:
         """The last cycles, newest first."""
         query = select(Cycle).order_by(Cycle.id.desc()).limit(limit)
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             return [CycleSummary(cycle_id=c.id, started_at=c.started_at, duration_s=c.duration_s or 0.0,
                                  pending=c.pending, running=c.running, actions=c.actions, failed=c.failed,
                                  dry_run=c.dry_run, timings=dict(c.timings or {}))
@@ -316,7 +326,7 @@ class SqlJobRepository:
     def latest_prediction(self, job_id: int) -> Prediction | None:
         """The most recent prediction for a job."""
         query = select(PredictionRow).where(PredictionRow.job_id == job_id).order_by(PredictionRow.id.desc()).limit(1)
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             row = conn.execute(query).first()
         if row is None:
             return None
@@ -348,7 +358,7 @@ class SqlJobRepository:
         """Every stored decision about a job with its cycle's start time, oldest first."""
         query = (select(Cycle.started_at, DecisionRow).join(Cycle, Cycle.id == DecisionRow.cycle_id)
                  .where(DecisionRow.job_id == job_id).order_by(DecisionRow.cycle_id, DecisionRow.id))
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             return [(row.started_at, Decision(job_id=row.job_id, kind=row.kind, outcome=row.outcome,
                                               reason=row.reason, previous=row.previous, new=row.new,
                                               score=row.score, rank=row.rank))
@@ -366,7 +376,7 @@ class SqlJobRepository:
     def applied_changes(self) -> list[AppliedChange]:
         """Every change not yet reverted, by job id."""
         query = select(AppliedChangeRow).order_by(AppliedChangeRow.job_id, AppliedChangeRow.kind)
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             return [AppliedChange(job_id=r.job_id, kind=r.kind, original=r.original, current=r.current)
                     for r in conn.execute(query)]
 
@@ -389,7 +399,7 @@ class SqlJobRepository:
         """The newest (version, blob, meta) of a model, or ``None`` if none was saved."""
         query = select(ModelRow.version, ModelRow.blob, ModelRow.meta).where(
             ModelRow.name == name).order_by(ModelRow.id.desc()).limit(1)
-        with self._conn() as conn:
+        with self._conn(write=False) as conn:
             row = conn.execute(query).first()
         return None if row is None else (row.version, bytes(row.blob), dict(row.meta or {}))
 

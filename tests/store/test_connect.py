@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -51,6 +52,28 @@ def test_locked_sqlite_gives_a_clean_error(tmp_path: Path) -> None:
         repo.close()
 
 
+def test_a_read_then_write_transaction_survives_a_concurrent_writer(tmp_path: Path) -> None:
+    """The cycle's pattern (read the cursor, later write) while another process writes."""
+    url = f"sqlite:///{tmp_path / 'busy.db'}"
+    daemon, admin = SqlJobRepository.from_url(url), SqlJobRepository.from_url(url, busy_timeout_s=10)
+    daemon.upgrade()
+    paused = threading.Event()
+    try:
+        with daemon.transaction():
+            assert daemon.get_cursor("sacct") is None
+            other = threading.Thread(target=lambda: (admin.set_paused(True), paused.set()))
+            other.start()
+            time.sleep(0.5)  # the other writer waits for this transaction instead of slipping in
+            assert not paused.is_set()
+            daemon.set_cursor("sacct", 42.0)
+        other.join(timeout=10)
+        assert paused.is_set()
+        assert daemon.get_cursor("sacct") == 42.0 and daemon.is_paused() is True
+    finally:
+        daemon.close()
+        admin.close()
+
+
 def test_unreachable_postgres_gives_a_clean_error(tmp_path: Path) -> None:
     url = f"postgresql+psycopg://postgres@/slurmsched?host={tmp_path}&port=1"
     repo = SqlJobRepository.from_url(url)
@@ -69,6 +92,7 @@ def test_missing_tables_name_the_command(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("url, problem", [
     ("mysql://x/y", "unsupported database 'mysql'"),
+    ("sqlite://", "SQLite needs a file"),
     ("not a url", "not a database URL"),
 ])
 def test_bad_urls(url: str, problem: str) -> None:

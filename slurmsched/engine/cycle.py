@@ -28,7 +28,8 @@ from typing import Callable, Sequence
 
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, Prediction,
-                              SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor, SetSwitches)
+                              SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
+                              SetSwitches)
 from slurmsched.engine.tracker import QueueChanges, QueueTracker, Tracked
 from slurmsched.planner import Plan, Planner, describe
 from slurmsched.planner.plan import SITE_FACTOR, SWITCHES, Step
@@ -125,6 +126,7 @@ class Engine:
         self._tracker = QueueTracker(policy, predictor)
         self._applied: dict[_Key, AppliedChange] = {}
         self._full_at: float | None = None
+        self._config: SchedulerConfig | None = None
         self._last_fit: float | None = None
         self._cursor: float | None = None
         self._seen: dict[tuple[int, int], float] = {}
@@ -167,7 +169,9 @@ class Engine:
             self._full_at = now
         pending = snapshot.pending
         changes = self._tracker.update(pending, now, repredict_all=full,
+                                       replan_all=snapshot.config != self._config,
                                        users=self._dirty_users, names=self._dirty_names)
+        self._config = snapshot.config
         self._dirty_users, self._dirty_names = set(), set()
         lap("predict")
         plan = self._plan(changes, snapshot, now)

@@ -7,7 +7,8 @@ need anything redone:
 * re-predict: new jobs, jobs whose prediction inputs changed (the user edited them),
   jobs of a user or job name that just finished a run, everything after a refit or
   every ``refresh`` pass;
-* re-score: the above, plus every job when the policy's epoch (aging tick) changes;
+* re-score: the above, plus jobs whose score the policy said would change with time by
+  now (an aging tick, the guard; :meth:`Policy.changes_at`, kept in a heap);
 * re-plan: the above, plus jobs whose plan-relevant fields changed (SiteFactor,
   features, switches, hold) and jobs whose last plan is not in place yet.
 
@@ -19,6 +20,8 @@ ranks cost a binary search and an arrival costs one insertion.
 
 from __future__ import annotations
 
+import heapq
+import math
 from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import Sequence
@@ -55,6 +58,7 @@ class Tracked:
     version: str
     score: float = 0.0
     order: tuple[float, float, int] | None = None
+    due: float = math.inf
     settled: bool = False
 
 
@@ -77,7 +81,7 @@ class QueueTracker:
     """Per-job predictions, scores and order, updated by what changed.
 
     Args:
-        policy: scores jobs (``score``, ``epoch``, ``explain``).
+        policy: scores jobs (``score``, ``changes_at``, ``explain``).
         predictor: predicts re-predicted jobs in one batch.
     """
 
@@ -86,10 +90,10 @@ class QueueTracker:
         self.predictor = predictor
         self.jobs: dict[int, Tracked] = {}
         self._order: list[tuple[float, float, int]] = []
-        self._epoch: int | None = None
+        self._due: list[tuple[float, int]] = []
 
     def update(self, pending: Sequence[JobRecord], now: float, *, repredict_all: bool = False,
-               users: set[str] | frozenset[str] = frozenset(),
+               replan_all: bool = False, users: set[str] | frozenset[str] = frozenset(),
                names: set[str] | frozenset[str] = frozenset()) -> QueueChanges:
         """Take in this cycle's pending jobs.
 
@@ -97,15 +101,19 @@ class QueueTracker:
             pending: the snapshot's pending jobs.
             now: cycle time (scores are computed at it).
             repredict_all: predict every job again (refit, periodic refresh).
+            replan_all: plan every job again (e.g. the scheduler's weights changed).
             users, names: users and job names with newly finished runs; their pending
                 jobs are predicted again.
         """
         version = self.predictor.version
-        epoch = self.policy.epoch(now)
-        rescore_all = epoch != self._epoch
-        self._epoch = epoch
-        dirty = bool(users or names)
         table = self.jobs
+        expired: set[int] = set()
+        while self._due and self._due[0][0] <= now:
+            due, job_id = heapq.heappop(self._due)
+            tracked = table.get(job_id)
+            if tracked is not None and tracked.due == due:
+                expired.add(job_id)
+        dirty = bool(users or names)
         predict: list[JobRecord] = []
         rescore: list[Tracked] = []
         replan: list[Tracked] = []
@@ -129,9 +137,9 @@ class QueueTracker:
                 tracked.job = job
             if repredict_all or tracked.version != version or (dirty and (job.user in users or job.name in names)):
                 predict.append(job)
-            elif rescore_all:
+            elif expired and job.job_id in expired:
                 rescore.append(tracked)
-            elif changed or not tracked.settled:
+            elif changed or replan_all or not tracked.settled:
                 replan.append(tracked)
         departed: tuple[int, ...] = ()
         if len(table) + arrived != len(pending):
@@ -140,7 +148,7 @@ class QueueTracker:
             self._drop(table.pop(job_id))
         fresh = self._predict(predict, version)
         rescore.extend(self.jobs[job.job_id] for job in predict)
-        self._rescore(rescore, now, rebuild=rescore_all)
+        self._rescore(rescore, now)
         return QueueChanges(tuple(rescore) + tuple(replan), tuple(fresh), departed)
 
     def _predict(self, jobs: list[JobRecord], version: str) -> list[Tracked]:
@@ -162,15 +170,18 @@ class QueueTracker:
             before.prediction, before.version = prediction, version
         return fresh
 
-    def _rescore(self, jobs: list[Tracked], now: float, *, rebuild: bool) -> None:
-        """Score ``jobs`` again and move them in the order (re-sorted when many moved)."""
-        score = self.policy.score
-        rebuild = rebuild or len(jobs) > len(self.jobs) // 8
+    def _rescore(self, jobs: list[Tracked], now: float) -> None:
+        """Score ``jobs`` again, note when time changes their score next, and move them in the order."""
+        score, changes_at = self.policy.score, self.policy.changes_at
+        rebuild = len(jobs) > len(self.jobs) // 8
         for tracked in jobs:
             if not rebuild and tracked.order is not None:
                 self._remove(tracked.order)
             tracked.score = score(tracked.job, tracked.prediction, now)
             tracked.order = sort_key(tracked.job, tracked.score)
+            tracked.due = changes_at(tracked.job, tracked.prediction, now)
+            if tracked.due < math.inf:
+                heapq.heappush(self._due, (tracked.due, tracked.job.job_id))
             tracked.settled = False
             if not rebuild:
                 insort(self._order, tracked.order)
@@ -210,4 +221,4 @@ class QueueTracker:
         """Drop every prediction and score (after a refit, or when state may be out of step)."""
         self.jobs.clear()
         self._order.clear()
-        self._epoch = None
+        self._due.clear()

@@ -2,13 +2,14 @@
 
 A policy is pure: each job's score is a function of that job, its prediction and the
 time only (never of the other jobs), so a job's score can be computed once and kept
-while nothing about it changes. :meth:`Policy.epoch` says when time itself changes
-scores (an aging policy's tick); between two epochs an unchanged job keeps its score.
+while nothing about it changes. :meth:`Policy.changes_at` says when time itself will
+change a job's score (an aging tick); until then an unchanged job keeps its score.
 The order is ascending ``(score, submit time, job id)``: deterministic tie-breaks.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Protocol
 
@@ -86,8 +87,8 @@ class Policy(Protocol):
     reorders: bool
     guard_s: float | None
 
-    def epoch(self, now: float) -> int:
-        """Scores of unchanged jobs stay the same while this value does."""
+    def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+        """When the job's score next changes with time alone (``math.inf``: never)."""
         ...
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
@@ -110,9 +111,9 @@ class ScoringPolicy:
     reorders = True
     guard_s: float | None = None
 
-    def epoch(self, now: float) -> int:
+    def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
         """Time alone changes no score (override for aging)."""
-        return 0
+        return math.inf
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
         """The job's own score (subclasses define it)."""

@@ -3,13 +3,16 @@
 A job's service is its predicted duration times its GPUs (CPU-only jobs count
 ``cpus x cpu_gpu_weight`` GPUs); the smallest service runs first (Hu et al., SC'21).
 
-The aging guard keeps that from starving big jobs: while a job waits, its score
-shrinks geometrically from its service towards 1 GPU-second, and once it has waited
-``max_wait_h`` its score is 0, which puts it ahead of every job whose guard has not
-expired; among expired jobs the earlier submission goes first. So reordering delays
-no job beyond ``max_wait_h`` (plus one aging step). Waiting time is counted in whole
-``aging_step_h`` ticks of the wall clock, the same instants for every job, so scores
-(and with them SiteFactor values) change only when a tick passes, not every cycle.
+Aging keeps that from starving big jobs, in two parts:
+
+* while a job waits, its score halves every ``halflife_h`` hours, so a job 2^k times
+  bigger than a new one passes it after ``k x halflife_h`` hours of extra waiting. The
+  hours are counted in whole ticks of the wall clock (``floor(now / halflife)``), the
+  same instants for every job: between two ticks no score changes, so an unchanged
+  queue needs no SiteFactor update;
+* the hard guard: once a job has waited ``max_wait_h`` its score is 0, which puts it
+  ahead of every job whose guard has not expired; among expired jobs the earlier
+  submission goes first. So reordering delays no job beyond ``max_wait_h``.
 
 Ties are broken by submit time, then job id, so the order is deterministic.
 """
@@ -31,21 +34,21 @@ class QssfArgs:
     """``[policy.qssf]`` (shared by ``qssf-noaging``, which ignores the aging keys).
 
     Attributes:
-        max_wait_h: aging guard: no job waits longer than this because of reordering.
-        aging_step_h: waiting time is counted in ticks of this length.
+        max_wait_h: the hard guard: no job waits longer than this because of reordering.
+        halflife_h: a waiting job's score halves every so many hours (whole clock ticks).
         cpu_gpu_weight: GPUs one CPU counts as, for CPU-only jobs.
     """
 
-    max_wait_h: float = 24.0
-    aging_step_h: float = 1.0
+    max_wait_h: float = 72.0
+    halflife_h: float = 6.0
     cpu_gpu_weight: float = 0.125
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
         if not self.max_wait_h > 0:
             raise ConfigError(f"{prefix}.max_wait_h must be > 0 (got {self.max_wait_h})")
-        if not 0 < self.aging_step_h <= self.max_wait_h:
-            raise ConfigError(f"{prefix}.aging_step_h must be > 0 and <= max_wait_h (got {self.aging_step_h})")
+        if not self.halflife_h > 0:
+            raise ConfigError(f"{prefix}.halflife_h must be > 0 (got {self.halflife_h})")
         if not self.cpu_gpu_weight > 0:
             raise ConfigError(f"{prefix}.cpu_gpu_weight must be > 0 (got {self.cpu_gpu_weight})")
 
@@ -64,7 +67,7 @@ def _size_text(job: JobRecord, cpu_gpu_weight: float) -> str:
 
 
 class QssfPolicy(ScoringPolicy):
-    """Ascending predicted service (GPU-seconds), with or without the aging guard."""
+    """Ascending predicted service (GPU-seconds), with or without aging and the guard."""
 
     reorders = True
 
@@ -73,48 +76,48 @@ class QssfPolicy(ScoringPolicy):
         self.aging = aging
         self.name = "qssf" if aging else "qssf-noaging"
         self.guard_s = self.args.max_wait_h * 3600.0 if aging else None
-        self._step_s = self.args.aging_step_h * 3600.0
+        self._halflife_s = self.args.halflife_h * 3600.0
 
-    def epoch(self, now: float) -> int:
-        """The aging tick (constant without aging)."""
-        return math.floor(now / self._step_s) if self.aging else 0
-
-    def waited_s(self, job: JobRecord, now: float) -> float:
-        """Waiting time as the guard counts it: whole aging ticks since submission."""
-        step = self._step_s
-        return max(0.0, (math.floor(now / step) - math.floor(job.submit_time / step)) * step)
+    def halvings(self, job: JobRecord, now: float) -> int:
+        """Clock ticks of ``halflife_h`` passed since the job was submitted."""
+        step = self._halflife_s
+        return max(0, math.floor(now / step) - math.floor(job.submit_time / step))
 
     def service(self, job: JobRecord, prediction: Prediction | None) -> float:
         """Predicted duration x GPUs (or CPU GPU-equivalents), in GPU-seconds."""
         return _estimate(job, prediction) * gpu_equivalents(job, self.args.cpu_gpu_weight)
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
-        """Service, aged geometrically towards 1 GPU-second; 0 once the guard expired."""
+        """Service halved per aging tick waited; 0 once the guard expired."""
         service = self.service(job, prediction)
         if self.guard_s is None:
             return service
-        waited = self.waited_s(job, now)
-        if waited >= self.guard_s:
+        if now - job.submit_time >= self.guard_s:
             return 0.0
-        if waited <= 0:
-            return service
-        return min(service, max(service, 1.0) ** (1.0 - waited / self.guard_s))
+        return math.ldexp(service, -self.halvings(job, now))
+
+    def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+        """The next aging tick, or the guard's expiry if sooner; never without aging."""
+        if self.guard_s is None or now - job.submit_time >= self.guard_s:
+            return math.inf
+        step = self._halflife_s
+        return min((math.floor(now / step) + 1) * step, job.submit_time + self.guard_s)
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
-        """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 24 h guard ...``."""
+        """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 72 h guard ...``."""
         estimate = _estimate(job, prediction)
         source = prediction.source if prediction is not None else "no prediction: time limit"
         text = (f"predicted {estimate / 3600:.1f} h x {_size_text(job, self.args.cpu_gpu_weight)}"
                 f" = {self.service(job, prediction) / 3600:.1f} GPU-h ({source})")
         if self.guard_s is None:
             return text
-        waited = self.waited_s(job, now)
-        score = self.score(job, prediction, now)
-        if score == 0.0:
+        waited = max(0.0, now - job.submit_time)
+        if waited >= self.guard_s:
             return (f"{text}; waited {waited / 3600:.1f} h: {self.args.max_wait_h:g} h guard reached,"
                     " ahead of every later job")
-        return (f"{text}; waiting {waited / 3600:.1f} h of {self.args.max_wait_h:g} h guard"
-                f" (aged score {score / 3600:.2f} GPU-h)")
+        halvings = self.halvings(job, now)
+        return (f"{text}; waiting {waited / 3600:.1f} h of {self.args.max_wait_h:g} h guard, score halved"
+                f" {halvings} time{'s' if halvings != 1 else ''} -> {self.score(job, prediction, now) / 3600:.2f} GPU-h")
 
 
 def _estimate(job: JobRecord, prediction: Prediction | None) -> float:

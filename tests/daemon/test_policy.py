@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -42,7 +43,7 @@ def test_registry_names_and_unknown_policy() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     ({"cpu_gpu_weight": 0}, r"policy\.qssf\.cpu_gpu_weight must be > 0 \(got 0\.0\)"),
     ({"max_wait_h": -1}, r"policy\.qssf\.max_wait_h must be > 0"),
-    ({"aging_step_h": 48}, r"policy\.qssf\.aging_step_h must be > 0 and <= max_wait_h"),
+    ({"halflife_h": 0}, r"policy\.qssf\.halflife_h must be > 0"),
     ({"max_wait_h": "soon"}, r"policy\.qssf\.max_wait_h must be a number \(got 'soon'\)"),
     ({"typo": 1}, r"unknown key policy\.qssf\.typo"),
 ])
@@ -93,31 +94,35 @@ def test_ties_break_by_submit_time_then_job_id() -> None:
 
 
 def test_aging_guard_puts_a_job_that_waited_max_wait_ahead_of_later_jobs() -> None:
+    guard = {"max_wait_h": 24, "halflife_h": 6}
     big = job(1, gpus=64, submitted_h_ago=25)  # 64 GPUs x 100 h, waited 25 h > 24 h guard
     small = [job(i, gpus=1, submitted_h_ago=0.5 * i) for i in range(2, 30)]
     predictions = [predicted(1, 100)] + [predicted(j.job_id, 0.1) for j in small]
-    assert rank_ids("qssf", [big, *small], predictions)[0] == 1
+    assert rank_ids("qssf", [big, *small], predictions, **guard)[0] == 1
     assert rank_ids("qssf-noaging", [big, *small], predictions)[-1] == 1
-    # Before the guard expires the big job is not yet first, but its score has shrunk.
-    policy = make_policy("qssf")
+    # Before the guard expires the big job is not yet first, but its score has halved per tick.
+    policy = make_policy("qssf", guard)
     young = job(1, gpus=64, submitted_h_ago=12)
-    aged = policy.score(young, predictions[0], NOW)
-    assert 0 < aged < policy.score(young, predictions[0], young.submit_time)
+    assert policy.score(young, predictions[0], NOW) == policy.score(young, predictions[0], young.submit_time) / 4
     # Among expired jobs the earlier submission goes first.
     older = job(9, gpus=1, submitted_h_ago=30)
-    assert rank_ids("qssf", [big, older], [predictions[0], predicted(9, 0.01)]) == [9, 1]
+    assert rank_ids("qssf", [big, older], [predictions[0], predicted(9, 0.01)], **guard) == [9, 1]
 
 
-def test_scores_change_only_at_aging_ticks() -> None:
-    policy = make_policy("qssf", {"aging_step_h": 1})
+def test_scores_change_only_at_aging_ticks_and_the_guard() -> None:
+    policy = make_policy("qssf", {"halflife_h": 1, "max_wait_h": 5.5})
     waiting = job(1, gpus=4, submitted_h_ago=3)
     p = predicted(1, 5)
     within = [NOW + 60 * k for k in range(60)]
-    assert {policy.epoch(t) for t in within} == {policy.epoch(NOW)}
     assert {policy.score(waiting, p, t) for t in within} == {policy.score(waiting, p, NOW)}
-    assert policy.epoch(NOW + HOUR) != policy.epoch(NOW)
-    assert policy.score(waiting, p, NOW + HOUR) < policy.score(waiting, p, NOW)
-    assert make_policy("qssf-noaging").epoch(NOW) == make_policy("qssf-noaging").epoch(NOW + 10 * HOUR)
+    assert {policy.changes_at(waiting, p, t) for t in within} == {NOW + HOUR}
+    assert policy.score(waiting, p, NOW + HOUR) == policy.score(waiting, p, NOW) / 2
+    # The guard expires between ticks (5.5 h after submission) and is reported as the next change.
+    assert policy.changes_at(waiting, p, NOW + 2 * HOUR) == waiting.submit_time + 5.5 * HOUR
+    assert policy.score(waiting, p, waiting.submit_time + 5.5 * HOUR) == 0.0
+    assert policy.changes_at(waiting, p, waiting.submit_time + 5.5 * HOUR) == math.inf
+    assert make_policy("qssf-noaging").changes_at(waiting, p, NOW) == math.inf
+    assert make_policy("fifo").changes_at(waiting, p, NOW) == math.inf
 
 
 def test_a_new_arrival_changes_no_other_score() -> None:
@@ -133,11 +138,11 @@ def test_a_new_arrival_changes_no_other_score() -> None:
 
 
 def test_reasons_say_what_the_score_is_made_of() -> None:
-    policy = make_policy("qssf")
+    policy = make_policy("qssf", {"max_wait_h": 24, "halflife_h": 3})
     j = job(1, gpus=4, submitted_h_ago=3)
     reason = policy.explain(j, predicted(1, 2.1), NOW)
     assert reason.startswith("predicted 2.1 h x 4 GPUs = 8.4 GPU-h (user+name history, 12 runs)")
-    assert "waiting 3.0 h of 24 h guard" in reason
+    assert "waiting 3.0 h of 24 h guard, score halved 1 time -> 4.20 GPU-h" in reason
     cpu = policy.explain(job(2, gpus=0, cpus=16), predicted(2, 1), NOW)
     assert "16 CPUs x 0.125 GPU/CPU = 2.0 GPU-h" in cpu
     expired = policy.explain(job(3, submitted_h_ago=30), predicted(3, 1), NOW)
@@ -151,7 +156,7 @@ def test_fifo_does_not_reorder() -> None:
     assert ranking.reorders is False
     assert [s.job_id for s in ranking.scores] == [1, 2]
     assert ranking.guard_s is None
-    assert make_policy("qssf").rank(PolicyContext(NOW, (), {})).guard_s == 24 * HOUR
+    assert make_policy("qssf", {"max_wait_h": 24}).rank(PolicyContext(NOW, (), {})).guard_s == 24 * HOUR
 
 
 def test_policies_import_nothing_impure() -> None:

@@ -1,0 +1,56 @@
+"""The simulator's own, mutable state of one job (never leaves :mod:`slurmsched.sim`).
+
+The gateway shows jobs to the engine as frozen :class:`~slurmsched.model.JobRecord`
+values; this object is what the simulated slurmctld keeps behind them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurmsched.model import JobRecord, JobState
+from slurmsched.sim.cluster import PartitionSpec
+from slurmsched.sim.placement import Allocation, GpuTypes
+
+
+@dataclass(slots=True, eq=False)
+class SimJob:
+    """One job inside the simulated Slurm.
+
+    Attributes:
+        record: the job as submitted (state PENDING, no start/end; ``gpus`` = units).
+        duration: the true run time (seconds) from the trace.
+        units: GPUs the job occupies (processors for CPU traces).
+        bf_limit: the run time EASY backfill plans with: the requested time limit when
+            the trace has one, else the true duration.
+        final_state: the state the trace recorded at the end (COMPLETED, FAILED ...).
+        partition: the partition it runs in; ``gpu_types``: node types it may use.
+        nodes: nodes it will occupy (the fewest that can hold it; set at submit).
+        site_factor: current SiteFactor (changed only through the gateway's ``apply``).
+        group: (pool, GPU types, nodes): jobs of one group compete for the same nodes.
+        start, end, alloc: set when it starts.
+    """
+
+    record: JobRecord
+    duration: float
+    units: int
+    bf_limit: float
+    final_state: JobState
+    partition: PartitionSpec
+    gpu_types: GpuTypes = None
+    nodes: int = 1
+    site_factor: int = 0
+    start: float | None = None
+    end: float | None = None
+    alloc: Allocation = ()
+    group: tuple[str, GpuTypes, int] = ("", None, 1)
+
+    @property
+    def job_id(self) -> int:
+        """Slurm job id."""
+        return self.record.job_id
+
+    @property
+    def submit(self) -> float:
+        """Submit (and eligible) time."""
+        return self.record.submit_time

@@ -1,0 +1,161 @@
+"""Consolidating GPU placement over one pool of nodes, and the free-GPU view EASY plans with.
+
+Placement rules (what ``select/cons_tres`` does for a job submitted as
+``--nodes=ceil(G/per_node) --gpus=G``):
+
+* a job that fits on one node goes to one node, the *fullest* node that still has room
+  (best fit), so whole nodes stay free for big jobs;
+* a bigger job runs on the fewest nodes that can hold it, ``ceil(G / per_node)``
+  nodes, taken from the emptiest nodes; it waits rather than spread over more nodes.
+
+Among equally free nodes a one-node job takes the first listed and a bigger job the last
+listed (a fixed order, so runs are reproducible). Nodes carry one GPU type; a job may be limited to a
+set of types (its typed GRES or its ``Features``), ``None`` meaning any type.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left, insort
+from typing import Iterable
+
+#: (node index, GPUs taken on it) for each node of a job's allocation.
+Allocation = tuple[tuple[int, int], ...]
+GpuTypes = frozenset[str] | None
+
+
+class ShadowState:
+    """Free GPUs expected when a reserved job starts, and whether that job fits in them.
+
+    EASY backfill folds the expected releases of running jobs into a copy of the free
+    GPUs of the nodes the reserved (head) job may use until it fits (:meth:`release`,
+    :attr:`head_fits`); backfilled jobs that would still be running then are taken out
+    again (:meth:`try_take`), and refused if the head job would no longer fit. A head
+    that fits on one node needs only a count of nodes with room for it; a bigger one
+    needs the top ``ceil(units / cap)`` free counts, which a sorted list keeps.
+    """
+
+    __slots__ = ("free", "units", "_need", "_fitting", "_levels")
+
+    def __init__(self, free: dict[int, int], cap: int, units: int) -> None:
+        self.free = free
+        self.units = units
+        self._need = 0 if units <= cap else math.ceil(units / cap)
+        self._fitting = sum(1 for f in free.values() if f >= units)
+        self._levels = sorted(free.values()) if self._need else []
+
+    @property
+    def head_fits(self) -> bool:
+        """Whether the reserved job fits in these free GPUs under the placement rules."""
+        if not self._need:
+            return self._fitting > 0
+        return sum(self._levels[-self._need:]) >= self.units
+
+    def _shift(self, alloc: Allocation, sign: int) -> None:
+        free, units, levels = self.free, self.units, self._levels
+        for node, count in alloc:
+            have = free.get(node)
+            if have is None:
+                continue
+            now = have + sign * count
+            free[node] = now
+            self._fitting += (now >= units) - (have >= units)
+            if self._need:
+                del levels[bisect_left(levels, have)]
+                insort(levels, now)
+
+    def release(self, alloc: Allocation) -> None:
+        """Give an allocation's GPUs back (nodes outside this view are ignored)."""
+        self._shift(alloc, 1)
+
+    def try_take(self, alloc: Allocation) -> bool:
+        """Take an allocation's GPUs unless the reserved job would then no longer fit."""
+        self._shift(alloc, -1)
+        if self.head_fits:
+            return True
+        self._shift(alloc, 1)
+        return False
+
+
+class Pool:
+    """Free GPUs of one pool's nodes: per GPU type, a list of (free, node) sorted by free.
+
+    Args:
+        nodes: ``(node index, GPUs, GPU type)`` for each node of the pool.
+    """
+
+    def __init__(self, name: str, nodes: Iterable[tuple[int, int, str | None]]) -> None:
+        self.name = name
+        self.capacity: dict[int, int] = {}
+        self.node_type: dict[int, str | None] = {}
+        for index, gpus, gpu_type in nodes:
+            self.capacity[index] = gpus
+            self.node_type[index] = gpu_type
+        self.free = dict(self.capacity)
+        self.free_total = sum(self.capacity.values())
+        self._levels: dict[str | None, list[tuple[int, int]]] = {}
+        for index, gpu_type in self.node_type.items():
+            self._levels.setdefault(gpu_type, []).append((self.capacity[index], index))
+        for lst in self._levels.values():
+            lst.sort()
+        self._eligible_cache: dict[GpuTypes, tuple[list[str | None], int, int]] = {}
+
+    def eligible(self, types: GpuTypes) -> tuple[list[str | None], int, int]:
+        """(node types, largest node, total GPUs) of the nodes a job limited to ``types`` may use."""
+        cached = self._eligible_cache.get(types)
+        if cached is None:
+            keys = [t for t in self._levels if types is None or t in types]
+            caps = [self.capacity[i] for i, t in self.node_type.items() if t in keys]
+            cached = (keys, max(caps, default=0), sum(caps))
+            self._eligible_cache[types] = cached
+        return cached
+
+    def place(self, units: int, types: GpuTypes = None) -> Allocation | None:
+        """Where a job of ``units`` GPUs would go now, or ``None`` if it does not fit."""
+        if units > self.free_total:
+            return None
+        keys, cap, _ = self.eligible(types)
+        levels = [self._levels[k] for k in keys]
+        if units <= cap:
+            best = None
+            for lst in levels:
+                at = bisect_left(lst, (units, -1))
+                if at < len(lst) and (best is None or lst[at] < best):
+                    best = lst[at]
+            return None if best is None else ((best[1], units),)
+        need = math.ceil(units / cap)
+        chosen = heapq.nlargest(need, (e for lst in levels for e in lst[-need:]))
+        if sum(f for f, _ in chosen) < units:
+            return None
+        alloc = []
+        remaining = units
+        for free, node in chosen:
+            count = min(free, remaining)
+            alloc.append((node, count))
+            remaining -= count
+        return tuple(alloc)
+
+    def _shift(self, alloc: Allocation, sign: int) -> None:
+        free = self.free
+        for node, count in alloc:
+            lst = self._levels[self.node_type[node]]
+            have = free[node]
+            del lst[bisect_left(lst, (have, node))]
+            have += sign * count
+            free[node] = have
+            insort(lst, (have, node))
+            self.free_total += sign * count
+
+    def take(self, alloc: Allocation) -> None:
+        """Mark an allocation's GPUs as used."""
+        self._shift(alloc, -1)
+
+    def release(self, alloc: Allocation) -> None:
+        """Return an allocation's GPUs."""
+        self._shift(alloc, 1)
+
+    def shadow(self, types: GpuTypes, units: int) -> ShadowState:
+        """A copy of the free GPUs a job of ``units`` GPUs limited to ``types`` may use."""
+        keys, cap, _ = self.eligible(types)
+        return ShadowState({node: f for k in keys for f, node in self._levels[k]}, cap, units)

@@ -1,0 +1,163 @@
+"""Slurm's ``priority/multifactor`` order for the simulated pending queue.
+
+A pending job's priority is what slurmctld computes (``_get_priority_internal`` in
+``priority_multifactor.c``), restricted to the factors a trace can feed::
+
+    priority = PriorityWeightAge     * min(age, PriorityMaxAge) / PriorityMaxAge
+             + PriorityWeightJobSize * (nodes / cluster nodes + GPUs / cluster GPUs) / 2
+             + SiteFactor
+
+and jobs are considered by partition ``PriorityTier`` first, then priority, then
+submit time and job id. Fair-share, QOS and partition weights are not modelled (a
+trace has no associations). Slurm truncates the sum to an integer; here it stays a real
+number, which only changes how exact ties fall.
+
+While a job is younger than ``PriorityMaxAge`` every job's priority grows at the same
+rate, so their order does not change with time; the queue therefore keeps them sorted
+by a time-invariant key and moves a job to a second sorted list once its age factor is
+capped. An order query is then a merge of two sorted lists, not a sort.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, insort
+from typing import Iterator
+
+from slurmsched.errors import ConfigError
+from slurmsched.model import SchedulerConfig
+from slurmsched.sim.job import SimJob
+
+_Key = tuple[int, float, float, int]
+
+
+class PriorityQueue:
+    """Pending jobs in the order slurmctld would consider them.
+
+    Args:
+        config: the weights (``weight_age``, ``weight_job_size``, ``priority_max_age_s``).
+        cluster_nodes, cluster_gpus: the denominators of the job-size factor.
+    """
+
+    def __init__(self, config: SchedulerConfig, cluster_nodes: int, cluster_gpus: int) -> None:
+        if config.priority_max_age_s <= 0:
+            raise ConfigError(f"PriorityMaxAge must be positive (got {config.priority_max_age_s})")
+        self._w_age = float(config.weight_age)
+        self._w_size = float(config.weight_job_size)
+        self._max_age = float(config.priority_max_age_s)
+        self._rate = self._w_age / self._max_age
+        self._nodes = max(1, cluster_nodes)
+        self._gpus = max(1, cluster_gpus)
+        self._young: list[_Key] = []
+        self._old: list[_Key] = []
+        self._keys: dict[int, _Key] = {}
+        self._capped: set[int] = set()
+        self._jobs: dict[int, SimJob] = {}
+        self._ageing: list[tuple[float, int]] = []
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __contains__(self, job_id: int) -> bool:
+        return job_id in self._jobs
+
+    def _static(self, job: SimJob) -> float:
+        size = (job.nodes / self._nodes + job.units / self._gpus) / 2
+        return self._w_size * size + job.site_factor
+
+    def _key(self, job: SimJob, capped: bool) -> _Key:
+        if capped:
+            score = self._static(job) + self._w_age
+        else:
+            score = self._static(job) - self._rate * job.submit
+        return (-job.partition.tier, -score, job.submit, job.job_id)
+
+    def _insert(self, job: SimJob, capped: bool) -> None:
+        key = self._key(job, capped)
+        self._keys[job.job_id] = key
+        if capped:
+            self._capped.add(job.job_id)
+        insort(self._old if capped else self._young, key)
+
+    def _delete(self, job_id: int) -> bool:
+        """Remove a job's key; returns whether it was capped."""
+        key = self._keys.pop(job_id)
+        capped = job_id in self._capped
+        self._capped.discard(job_id)
+        keys = self._old if capped else self._young
+        del keys[bisect_left(keys, key)]
+        return capped
+
+    def add(self, job: SimJob, now: float) -> None:
+        """Queue a newly submitted job."""
+        self._jobs[job.job_id] = job
+        capped = now - job.submit >= self._max_age
+        self._insert(job, capped)
+        if not capped:
+            heapq.heappush(self._ageing, (job.submit + self._max_age, job.job_id))
+
+    def remove(self, job: SimJob) -> None:
+        """Drop a job (it started or left the queue)."""
+        del self._jobs[job.job_id]
+        self._delete(job.job_id)
+
+    def set_site_factor(self, job: SimJob, value: int) -> None:
+        """Change a pending job's SiteFactor (``scontrol update JobId=.. SiteFactor=..``)."""
+        capped = self._delete(job.job_id)
+        job.site_factor = value
+        self._insert(job, capped)
+
+    def age(self, now: float) -> bool:
+        """Move jobs whose age factor reached its cap to the capped list; whether any moved."""
+        ageing = self._ageing
+        moved = False
+        while ageing and ageing[0][0] <= now:
+            _, job_id = heapq.heappop(ageing)
+            job = self._jobs.get(job_id)
+            if job is not None and job_id not in self._capped:
+                self._delete(job_id)
+                self._insert(job, True)
+                moved = True
+        return moved
+
+    def sort_key(self, job: SimJob, now: float) -> _Key:
+        """The job's place in the order at ``now`` (smaller comes first)."""
+        return (-job.partition.tier, -self.priority(job, now), job.submit, job.job_id)
+
+    def rank(self, job: SimJob, now: float) -> int:
+        """How many queued jobs come before ``job`` at ``now``."""
+        key = self._keys[job.job_id]
+        if job.job_id in self._capped:
+            return bisect_left(self._old, key) + bisect_left(self._young, key, key=self._young_now(now))
+        return bisect_left(self._young, key) + bisect_left(self._old, self.sort_key(job, now))
+
+    def _young_now(self, now: float):
+        shift = self._rate * now
+        return lambda k: (k[0], k[1] - shift, k[2], k[3])
+
+    def priority(self, job: SimJob, now: float) -> float:
+        """The job's multifactor priority at ``now`` (without the partition tier)."""
+        age = min(max(0.0, now - job.submit), self._max_age)
+        return self._static(job) + self._w_age * age / self._max_age
+
+    def ordered(self, now: float) -> Iterator[SimJob]:
+        """Pending jobs, highest priority first. Do not add or remove jobs while iterating."""
+        self.age(now)
+        jobs = self._jobs
+        if not self._old or not self._young:
+            return (jobs[key[3]] for key in (self._young or self._old))
+        return self._merged(now)
+
+    def _merged(self, now: float) -> Iterator[SimJob]:
+        """The two sorted lists merged, young keys shifted to their priority at ``now``."""
+        jobs, old = self._jobs, self._old
+        shift = self._rate * now
+        at, count = 0, len(old)
+        for tier, score, submit, job_id in self._young:
+            key = (tier, score - shift, submit, job_id)
+            while at < count and old[at] < key:
+                yield jobs[old[at][3]]
+                at += 1
+            yield jobs[job_id]
+        for key in old[at:]:
+            yield jobs[key[3]]

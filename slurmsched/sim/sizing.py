@@ -1,0 +1,112 @@
+"""How big the simulated cluster is: given by the admin, or taken from the trace.
+
+In order of precedence:
+
+1. ``--nodes N --gpus-per-node G``: N identical nodes.
+2. ``--gpus N``: ``ceil(N / G)`` nodes of G GPUs (G: ``--gpus-per-node``, else the
+   trace's processors per node for SWF, else 8).
+3. The trace's own description: SWF headers give ``MaxProcs`` and ``MaxNodes``
+   (CTC-SP2: 338 x 1, HPC2N: 240 x 1). One-processor nodes are interchangeable (any
+   free processors serve any job), so such a machine is modelled as one node holding
+   all its processors: the same placements at a fraction of the cost; the Helios slice names its virtual clusters'
+   node counts in a ``# per-VC pool sizes (nodes, 8 GPU/node): vcvGl=20, vcvlY=2``
+   comment line, which become separate pools, one partition each.
+4. Otherwise (Philly, ITP, a site's history) the cluster is sized for a target offered
+   load: ``GPUs = offered GPU-seconds / arrival span / target_load`` rounded to the
+   nearest whole node (never smaller than the biggest job). For the Philly trace the
+   default 0.83 gives 448 GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurmsched.errors import ConfigError
+from slurmsched.sim.cluster import ClusterSpec
+from slurmsched.sim.workload import Workload
+from slurmsched.traces import read_swf_header
+from slurmsched.traces.base import open_text
+
+DEFAULT_GPUS_PER_NODE = 8
+DEFAULT_TARGET_LOAD = 0.83
+_HELIOS_POOLS = re.compile(r"per-VC pool sizes \(nodes,\s*(\d+)\s*GPU/node\):\s*(.+)")
+
+
+@dataclass(frozen=True, slots=True)
+class SizeRequest:
+    """What the admin asked for (``None``: take it from the trace)."""
+
+    gpus: int | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    target_load: float = DEFAULT_TARGET_LOAD
+
+
+def helios_pools(path: str | Path) -> dict[str, tuple[int, int]] | None:
+    """``pool -> (nodes, GPUs per node)`` from a Helios slice's comment header, or ``None``."""
+    with open_text(path) as handle:
+        for line in handle:
+            if not line.startswith("#"):
+                break
+            match = _HELIOS_POOLS.search(line)
+            if match:
+                per_node = int(match.group(1))
+                pools = {}
+                for item in match.group(2).split(","):
+                    name, _, count = item.strip().partition("=")
+                    if name and count.strip().isdigit():
+                        pools[name.strip()] = (int(count), per_node)
+                return pools or None
+    return None
+
+
+def _by_load(workload: Workload, per_node: int, target_load: float) -> ClusterSpec:
+    span = max(workload.span_s, 1.0)
+    gpus = workload.gpu_seconds / span / target_load
+    nodes = max(round(gpus / per_node), math.ceil(workload.max_units / per_node), 1)
+    return ClusterSpec.uniform(nodes, per_node)
+
+
+def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path | None = None,
+                 fmt: str | None = None) -> tuple[ClusterSpec, str]:
+    """The simulated cluster and a short note on where its size came from.
+
+    Raises:
+        ConfigError: a non-positive size or load, or a cluster smaller than the biggest job.
+    """
+    if not 0 < request.target_load <= 1.5:
+        raise ConfigError(f"target load must be in (0, 1.5] (got {request.target_load})")
+    for name in ("gpus", "nodes", "gpus_per_node"):
+        value = getattr(request, name)
+        if value is not None and value <= 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be positive (got {value})")
+    header = read_swf_header(path) if fmt == "swf" and path is not None else None
+    per_node = request.gpus_per_node or (header.procs_per_node if header else DEFAULT_GPUS_PER_NODE)
+    if request.nodes is not None:
+        spec, note = ClusterSpec.uniform(request.nodes, per_node), "given"
+    elif request.gpus is not None:
+        spec, note = ClusterSpec.uniform(math.ceil(request.gpus / per_node), per_node), "given"
+    elif header is not None and header.max_procs:
+        if per_node == 1:
+            spec = ClusterSpec.uniform(1, header.max_procs)
+            note = f"SWF header: {header.max_procs} one-processor nodes, modelled as one pool of processors"
+        else:
+            spec = ClusterSpec.uniform(header.max_procs // per_node, per_node)
+            note = f"SWF header: MaxProcs {header.max_procs}, {per_node} per node"
+    elif fmt == "helios" and path is not None and (pools := helios_pools(path)):
+        spec, note = ClusterSpec.pools(pools), "Helios per-VC pool sizes"
+    else:
+        spec = _by_load(workload, per_node, request.target_load)
+        note = f"sized for {request.target_load:.0%} offered load"
+    if workload.max_units > max(spec.pool_gpus(p.pool) for p in spec.partitions):
+        raise ConfigError(f"the simulated cluster ({spec.describe()}) is smaller than the biggest job "
+                          f"({workload.max_units} GPUs); give --gpus or --nodes")
+    return spec, note
+
+
+def offered_load(workload: Workload, spec: ClusterSpec) -> float:
+    """Work offered per GPU-second of the cluster over the arrival span."""
+    return workload.gpu_seconds / max(workload.span_s, 1.0) / spec.total_gpus

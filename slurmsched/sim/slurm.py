@@ -1,0 +1,391 @@
+"""A Slurm controller in memory, behind the :class:`~slurmsched.gateway.protocol.SlurmGateway` protocol.
+
+:class:`SimulatedSlurm` is what the engine talks to in a simulation: ``snapshot()``
+shows pending and running jobs and the nodes, ``finished_since()`` plays accounting,
+``scheduler_config()`` returns the configured ``PriorityWeight*`` values and ``apply()``
+changes pending jobs exactly as ``scontrol update`` would: a SiteFactor set here is
+the *only* way slurmsched's ranking reaches the simulated scheduler, as on a real site.
+
+The event loop (:mod:`slurmsched.sim.runner`) submits and finishes jobs and calls
+:meth:`SimulatedSlurm.schedule` after every change, which starts pending jobs the way
+slurmctld's main and backfill schedulers would:
+
+* jobs are considered in :class:`~slurmsched.sim.priority.PriorityQueue` order
+  (partition tier, then multifactor priority including SiteFactor);
+* a job starts if it fits now (placement rules in :mod:`slurmsched.sim.placement`);
+* the first job of a pool that does not fit gets a reservation at the earliest time it
+  would fit if running jobs end at ``start + time limit`` (EASY backfill: one
+  reservation per pool); a later job may start before it only if it fits now and either
+  ends (by its limit) before the reservation or leaves the reserved job's GPUs free;
+* at most ``bf_max_job_test`` jobs are tested per pass (Slurm's ``bf_max_job_test``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
+                              NodeRecord, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition,
+                              SetSiteFactor, SetSwitches)
+from slurmsched.sim.clock import SimClock
+from slurmsched.sim.cluster import ClusterSpec, PartitionSpec
+from slurmsched.sim.job import SimJob
+from slurmsched.sim.placement import Allocation, GpuTypes, Pool, ShadowState
+from slurmsched.sim.priority import PriorityQueue
+
+#: Slurm's default ``bf_max_job_test``: jobs tested per scheduling pass.
+DEFAULT_BF_MAX_JOB_TEST = 500
+
+
+@dataclass(slots=True)
+class _Reservation:
+    """EASY's reservation for a pool's first blocked job: when it can start, and the free
+    GPUs expected at that time (less those of backfilled jobs still running then)."""
+
+    head: SimJob
+    shadow_time: float
+    state: ShadowState | None
+
+
+@dataclass(slots=True)
+class _Pass:
+    """What one scheduling pass concluded.
+
+    Attributes:
+        reservations: per pool, EASY's reservation.
+        min_fail: per placement group (pool, GPU types, node count), the smallest job
+            that did not fit.
+        delaying: pools where a job that fit was held back because it would delay the
+            reservation (on another node it might not, so a later start there makes the
+            verdict stale).
+        delayers: (placement group, units) -> ``starts`` when such a job was last held
+            back: until the next start, every such job lands on the same node and is
+            held back too.
+        starts: jobs started by this pass so far.
+        stale: the verdicts on older jobs may no longer hold; the next pass must be full.
+    """
+
+    reservations: dict[str, _Reservation] = field(default_factory=dict)
+    min_fail: dict[tuple[str, GpuTypes, int], int] = field(default_factory=dict)
+    delaying: set[str] = field(default_factory=set)
+    delayers: dict[tuple[tuple[str, GpuTypes, int], int], int] = field(default_factory=dict)
+    starts: int = 0
+    stale: bool = False
+
+
+def job_gpu_types(gpu_type: str | None, features: str) -> GpuTypes:
+    """Node types a job may run on: its typed GRES and its ``Features`` OR-list, both if set.
+
+    Simulated nodes carry their GPU type as their only feature, so an OR-list of names
+    (``"a100|h100"``) is the whole ``Features`` language the simulator understands.
+
+    Raises:
+        ValueError: the expression uses ``&``, counts or brackets.
+    """
+    text = features.strip()
+    if any(c in text for c in "&*[]()"):
+        raise ValueError(f"the simulator understands only OR-lists of node features (got {features!r})")
+    allowed = frozenset(part.strip() for part in text.split("|") if part.strip()) or None
+    if gpu_type is None:
+        return allowed
+    return frozenset({gpu_type}) if allowed is None else allowed & {gpu_type}
+
+
+class SimulatedSlurm:
+    """An in-memory slurmctld: pending queue, nodes, scheduler and accounting.
+
+    Args:
+        spec: nodes and partitions.
+        config: the ``PriorityWeight*`` settings (what ``scheduler_config()`` returns).
+        clock: simulated time; snapshots and scheduling passes happen at ``clock.now()``.
+        bf_max_job_test: jobs tested per scheduling pass.
+    """
+
+    def __init__(self, spec: ClusterSpec, config: SchedulerConfig, clock: SimClock, *,
+                 bf_max_job_test: int = DEFAULT_BF_MAX_JOB_TEST) -> None:
+        self.spec = spec
+        self._config = config
+        self._clock = clock
+        self._depth = bf_max_job_test
+        members: dict[str, list[tuple[int, int, str | None]]] = {}
+        for index, node in enumerate(spec.nodes):
+            members.setdefault(node.pool, []).append((index, node.gpus, node.gpu_type))
+        self._pools = {name: Pool(name, nodes) for name, nodes in members.items()}
+        self._queue = PriorityQueue(config, len(spec.nodes), spec.total_gpus)
+        self._pending: dict[int, SimJob] = {}
+        self._running: dict[int, SimJob] = {}
+        self._by_end: dict[str, list[tuple[float, int]]] = {name: [] for name in self._pools}
+        self._records: dict[int, JobRecord] = {}
+        self._finished: list[JobRecord] = []
+        self._finished_ends: list[float] = []
+        self._node_partitions = {pool: tuple(p.name for p in spec.partitions if p.pool == pool)
+                                 for pool in self._pools}
+        self._node_records: list[NodeRecord | None] = [None] * len(spec.nodes)
+        self._reordered = False
+        self._arrived: list[SimJob] = []
+        self._last_pass: _Pass | None = None
+        #: every action received through ``apply`` (the simulated RPC count).
+        self.rpcs = 0
+
+    # --- the simulation side -------------------------------------------------------
+
+    @property
+    def pending_count(self) -> int:
+        """Jobs waiting in the queue."""
+        return len(self._pending)
+
+    @property
+    def running_count(self) -> int:
+        """Jobs running now."""
+        return len(self._running)
+
+    def nodes_for(self, units: int, partition: PartitionSpec, gpu_types: GpuTypes = None) -> int | None:
+        """Nodes a job of ``units`` GPUs would occupy, or ``None`` if its partition can never hold it."""
+        _, cap, total = self._pools[partition.pool].eligible(gpu_types)
+        if units <= 0 or units > total:
+            return None
+        return math.ceil(units / cap)
+
+    def submit(self, job: SimJob) -> None:
+        """Queue a job (as ``sbatch`` would) at the current time."""
+        job.group = (job.partition.pool, job.gpu_types, job.nodes)
+        self._pending[job.job_id] = job
+        self._queue.add(job, self._clock.now())
+        self._records[job.job_id] = job.record
+        self._arrived.append(job)
+
+    def finish(self, job: SimJob) -> JobRecord:
+        """End a running job now: free its GPUs and record it in accounting."""
+        now = self._clock.now()
+        del self._running[job.job_id]
+        self._last_pass = None
+        pool = self._pools[job.partition.pool]
+        pool.release(job.alloc)
+        self._touch(job.alloc)
+        ends = self._by_end[pool.name]
+        del ends[bisect_left(ends, (job.start + job.bf_limit, job.job_id))]
+        job.end = now
+        record = dataclasses.replace(self._records.pop(job.job_id), state=job.final_state, end_time=now)
+        self._finished.append(record)
+        self._finished_ends.append(now)
+        return record
+
+    def schedule(self) -> list[SimJob]:
+        """One pass of the main + EASY backfill scheduler at ``clock.now()``.
+
+        When only submissions happened since the last pass (no job ended, no priority
+        changed, no job's age factor reached its cap), the last pass's verdicts still
+        hold for every older job: GPUs were only taken since, so none of them can start
+        now that could not before, and the reservations are unchanged. Unless a new job
+        sorts before a reservation's head, only the new jobs are then tested, against the
+        kept reservations; this gives the same starts as a full pass at a fraction of the
+        cost. The verdicts are not reused where they might not hold (see ``_Pass``).
+
+        Returns:
+            The jobs started by this pass (their ``start``/``alloc`` set).
+        """
+        now = self._clock.now()
+        arrived, self._arrived = self._arrived, []
+        self._reordered = False
+        queue = self._queue
+        aged = queue.age(now)
+        last = self._last_pass
+        if last is not None and not last.stale and not aged and arrived:
+            arrived.sort(key=lambda j: queue.sort_key(j, now))
+            heads = [queue.sort_key(r.head, now) for r in last.reservations.values()]
+            ahead = heads and queue.sort_key(arrived[0], now) < min(heads)
+            if not ahead and not any(self._unsettled(last, job) for job in arrived):
+                started = []
+                for job in arrived:
+                    if queue.rank(job, now) < self._depth and self._consider(job, last, now):
+                        started.append(job)
+                for job in started:
+                    queue.remove(job)
+                return started
+        self._last_pass = state = _Pass()
+        if not self._pending:
+            return []
+        pools = self._pools
+        open_pools = sum(1 for p in pools.values() if p.free_total > 0)
+        started = []
+        tested = 0
+        for job in queue.ordered(now):
+            if open_pools == 0:
+                break
+            pool = pools[job.group[0]]
+            if pool.free_total == 0:
+                continue
+            tested += 1
+            if tested > self._depth:
+                break
+            if self._consider(job, state, now):
+                started.append(job)
+                if pool.free_total == 0:
+                    open_pools -= 1
+        # Jobs beyond the depth limit move up as started jobs leave the queue.
+        state.stale = state.stale or (tested > self._depth and bool(started))
+        for job in started:
+            queue.remove(job)
+        return started
+
+    def _consider(self, job: SimJob, state: _Pass, now: float) -> bool:
+        """Test one job in a pass; start it if it may start. Returns whether it started."""
+        group = job.group
+        units = job.units
+        if units >= state.min_fail.get(group, math.inf):
+            return False
+        pool_name = group[0]
+        reservation = state.reservations.get(pool_name)
+        delays = reservation is not None and now + job.bf_limit > reservation.shadow_time
+        if delays and state.delayers.get((group, units)) == state.starts:
+            return False
+        pool = self._pools[pool_name]
+        alloc = pool.place(units, job.gpu_types)
+        if alloc is None:
+            state.min_fail[group] = units
+            if reservation is None:
+                state.reservations[pool_name] = self._reserve(pool, job, now)
+            return False
+        if delays:
+            shadow = reservation.state
+            assert shadow is not None  # an infinite shadow time delays nothing
+            if not shadow.try_take(alloc):
+                state.delaying.add(pool_name)
+                state.delayers[(group, units)] = state.starts
+                return False
+        if self._unsettled(state, job):
+            state.stale = True
+        self._start(job, pool, alloc, now)
+        state.starts += 1
+        return True
+
+    def _unsettled(self, state: _Pass, job: SimJob) -> bool:
+        """Whether starting ``job`` might let a held-back job of its pool start elsewhere."""
+        pool = job.group[0]
+        return pool in state.delaying and len(self._pools[pool].capacity) > 1
+
+    def _reserve(self, pool: Pool, head: SimJob, now: float) -> _Reservation:
+        """When and with what free GPUs ``head`` could start if running jobs end by their limits."""
+        shadow = pool.shadow(head.gpu_types, head.units)
+        running = self._running
+        for expected_end, job_id in self._by_end[pool.name]:
+            shadow.release(running[job_id].alloc)
+            if shadow.head_fits:
+                return _Reservation(head, max(expected_end, now), shadow)
+        return _Reservation(head, math.inf, None)
+
+    def _start(self, job: SimJob, pool: Pool, alloc: Allocation, now: float) -> None:
+        pool.take(alloc)
+        self._touch(alloc)
+        job.start = now
+        job.alloc = alloc
+        del self._pending[job.job_id]
+        self._running[job.job_id] = job
+        insort(self._by_end[pool.name], (now + job.bf_limit, job.job_id))
+        names = ",".join(self.spec.nodes[node].name for node, _ in alloc)
+        self._records[job.job_id] = dataclasses.replace(
+            self._records[job.job_id], state=JobState.RUNNING, start_time=now, node_list=names, site_factor=None)
+
+    def _touch(self, alloc: Allocation) -> None:
+        for node, _ in alloc:
+            self._node_records[node] = None
+
+    def take_reordered(self) -> bool:
+        """Whether ``apply`` changed the queue order since the last pass (and clear the flag)."""
+        reordered, self._reordered = self._reordered, False
+        return reordered
+
+    # --- the SlurmGateway side ---------------------------------------------------
+
+    def _node_record(self, index: int) -> NodeRecord:
+        record = self._node_records[index]
+        if record is None:
+            node = self.spec.nodes[index]
+            free = self._pools[node.pool].free[index]
+            used = node.gpus - free
+            state = "IDLE" if used == 0 else ("ALLOCATED" if free == 0 else "MIXED")
+            features = (node.gpu_type,) if node.gpu_type else ()
+            record = NodeRecord(name=node.name, state=(state,), partitions=self._node_partitions[node.pool],
+                                features=features, gres=(GresRequest("gpu", node.gpu_type, node.gpus),),
+                                gres_used=(GresRequest("gpu", node.gpu_type, used),))
+            self._node_records[index] = record
+        return record
+
+    def snapshot(self) -> ClusterSnapshot:
+        """Pending jobs (with their current SiteFactor) and running jobs, and every node.
+
+        Pending jobs' ``priority`` is left unset (the simulator keeps priorities as
+        real numbers in its queue; slurmsched reads SiteFactor, not priority).
+        """
+        nodes = tuple(self._node_record(i) for i in range(len(self.spec.nodes)))
+        return ClusterSnapshot(taken_at=self._clock.now(), cluster=self.spec.name,
+                               jobs=tuple(self._records.values()), nodes=nodes, config=self._config)
+
+    def finished_since(self, since: float) -> list[JobRecord]:
+        """Jobs that ended at or after ``since``, oldest first (simulated accounting)."""
+        return self._finished[bisect_left(self._finished_ends, since):]
+
+    def scheduler_config(self) -> SchedulerConfig:
+        """The configured priority weights."""
+        return self._config
+
+    def apply(self, actions: Sequence[Action]) -> list[ActionOutcome]:
+        """Apply ``scontrol update`` actions to pending jobs; one outcome per action.
+
+        SiteFactor, Partition and Features (an OR-list of GPU types) change how the job
+        is scheduled; Switches and ExcNodeList are recorded on the job but have no
+        effect (the simulated cluster has no switch topology and no node exclusion).
+        """
+        outcomes = []
+        for action in actions:
+            self.rpcs += 1
+            job = self._pending.get(action.job_id)
+            if job is None:
+                text = ("Job is no longer pending execution" if action.job_id in self._running
+                        else "Invalid job id specified")
+                outcomes.append(ActionOutcome(action, False, f"{text} for job {action.job_id}"))
+                continue
+            outcomes.append(self._apply_one(job, action))
+        return outcomes
+
+    def _apply_one(self, job: SimJob, action: Action) -> ActionOutcome:
+        record = self._records[job.job_id]
+        if isinstance(action, SetSiteFactor):
+            self._queue.set_site_factor(job, action.value)
+            self._records[job.job_id] = dataclasses.replace(record, site_factor=action.value)
+        elif isinstance(action, SetPartition):
+            partition = self.spec.partition(action.partition)
+            if self.nodes_for(job.units, partition, job.gpu_types) is None:
+                return ActionOutcome(action, False, "Requested node configuration is not available")
+            self._requeue(job, partition, job.gpu_types)
+            self._records[job.job_id] = dataclasses.replace(record, partition=action.partition)
+        elif isinstance(action, SetFeatures):
+            try:
+                types = job_gpu_types(record.gpu_type, action.features)
+            except ValueError as exc:
+                return ActionOutcome(action, False, str(exc))
+            if self.nodes_for(job.units, job.partition, types) is None:
+                return ActionOutcome(action, False, "Requested node configuration is not available")
+            self._requeue(job, job.partition, types)
+            self._records[job.job_id] = dataclasses.replace(record, features=action.features)
+        elif isinstance(action, SetSwitches):
+            self._records[job.job_id] = dataclasses.replace(record, switches=action.count,
+                                                            switch_wait_s=action.max_wait_s)
+        elif isinstance(action, SetExcludedNodes):
+            self._records[job.job_id] = dataclasses.replace(record, excluded_nodes=action.nodes)
+        self._reordered = True
+        self._last_pass = None
+        return ActionOutcome(action, True, "")
+
+    def _requeue(self, job: SimJob, partition: PartitionSpec, gpu_types: GpuTypes) -> None:
+        """Re-queue a pending job in another partition or with other allowed GPU types (both checked by the caller)."""
+        self._queue.remove(job)
+        job.partition = partition
+        job.gpu_types = gpu_types
+        job.nodes = self.nodes_for(job.units, partition, gpu_types) or job.nodes
+        job.group = (partition.pool, gpu_types, job.nodes)
+        self._queue.add(job, self._clock.now())

@@ -1,0 +1,133 @@
+"""The jobs a simulation replays: read from a trace file or from the site's own history.
+
+Each job keeps the record the trace gave (user, name, partition, requested time ...),
+its true run time and its *units*: the GPUs it occupies, or for CPU traces (SWF,
+where ``gpus`` is 0) its processors, which then play the part of GPUs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from tqdm import tqdm
+
+from slurmsched.errors import TraceFormatError
+from slurmsched.model import JobRecord
+from slurmsched.traces import BadLine, iter_trace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One job to replay.
+
+    Attributes:
+        record: the job as the trace (or history) recorded it.
+        duration: its true run time in seconds.
+        units: GPUs it occupies (processors for CPU-only records).
+    """
+
+    record: JobRecord
+    duration: float
+    units: int
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """Jobs in submit order (ties by job id), and what was left out while reading.
+
+    Attributes:
+        jobs: the jobs to replay.
+        source: where they came from (a path, or ``"history"``).
+        bad_lines: trace rows the reader could not parse.
+        skipped: readable jobs left out: no run time, or no GPUs/processors.
+    """
+
+    jobs: tuple[TraceJob, ...]
+    source: str
+    bad_lines: int = 0
+    skipped: int = 0
+
+    @property
+    def span_s(self) -> float:
+        """Seconds from the first to the last submission."""
+        if not self.jobs:
+            return 0.0
+        return self.jobs[-1].record.submit_time - self.jobs[0].record.submit_time
+
+    @property
+    def gpu_seconds(self) -> float:
+        """Total work offered: sum of run time x units."""
+        return sum(j.duration * j.units for j in self.jobs)
+
+    @property
+    def max_units(self) -> int:
+        """The biggest job's units."""
+        return max((j.units for j in self.jobs), default=0)
+
+
+def _trace_job(record: JobRecord) -> TraceJob | None:
+    duration = record.runtime_s
+    units = record.gpus if record.gpus > 0 else record.cpus
+    if duration is None or units <= 0:
+        return None
+    return TraceJob(record, duration, units)
+
+
+def workload_from_records(records: Iterable[JobRecord], source: str, *, bad_lines: int = 0,
+                          limit: int | None = None) -> Workload:
+    """Build a workload from finished job records.
+
+    Args:
+        limit: keep only the first ``limit`` jobs by submit time.
+
+    Raises:
+        TraceFormatError: two jobs share a job id (e.g. several ITP clusters read at once).
+    """
+    jobs: list[TraceJob] = []
+    skipped = 0
+    seen: set[int] = set()
+    for record in records:
+        job = _trace_job(record)
+        if job is None:
+            skipped += 1
+            continue
+        if record.job_id in seen:
+            raise TraceFormatError(f"{source}: job id {record.job_id} appears twice; simulate one cluster at a "
+                                   f"time (for the ITP archive: ARCHIVE:clusterNN.csv)")
+        seen.add(record.job_id)
+        jobs.append(job)
+    jobs.sort(key=lambda j: (j.record.submit_time, j.record.job_id))
+    if limit is not None:
+        jobs = jobs[:limit]
+    if skipped:
+        log.info("%s: %d jobs without a run time or resources left out", source, skipped)
+    return Workload(tuple(jobs), source, bad_lines, skipped)
+
+
+def load_trace(path: str | Path, fmt: str, *, limit: int | None = None, progress: bool = False) -> Workload:
+    """Read a trace file (any format of :func:`slurmsched.traces.iter_trace`).
+
+    Raises:
+        TraceFormatError: unreadable file, unknown format, or duplicate job ids.
+    """
+    records: list[JobRecord] = []
+    bad = 0
+    items = tqdm(iter_trace(path, fmt), desc="reading trace", unit=" jobs", disable=not progress,
+                 mininterval=0.5, leave=False)
+    for item in items:
+        if isinstance(item, BadLine):
+            bad += 1
+            log.debug("%s line %d: %s", path, item.lineno, item.reason)
+        else:
+            records.append(item)
+    if bad:
+        log.warning("%s: %d unreadable lines skipped", path, bad)
+    workload = workload_from_records(records, str(path), bad_lines=bad, limit=limit)
+    if not workload.jobs:
+        raise TraceFormatError(f"{path}: no job with a run time to simulate")
+    return workload

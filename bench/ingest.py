@@ -12,8 +12,9 @@ upsert transaction per batch) into an empty, freshly migrated database:
   and removed afterwards.
 
 Each rate is rows written divided by the whole import's wall time, reading and parsing
-the gzip'd trace included; the time to only read and parse the trace is printed too,
-so the database's share is visible. The trace is found in ``$SLURMSCHED_TRACES``
+the gzip'd trace included (the importer parses the next batch while the last one is
+written). The time to only read and parse the trace, and the CPU seconds this process
+spent, are printed too: on a shared machine the wall-clock rates fall with the load. The trace is found in ``$SLURMSCHED_TRACES``
 (default ``<repo>/../shared/traces``) and read in place.
 
 Usage: ``python bench/ingest.py [--batch-size 5000]``; the last output line is
@@ -56,27 +57,29 @@ def trace_path() -> Path:
     return path
 
 
-def timed_import(url: str, trace: Path, batch_size: int, label: str) -> ImportReport:
-    """Migrate an empty database at ``url`` and import the trace into it, with a progress bar."""
+def timed_import(url: str, trace: Path, batch_size: int, label: str) -> tuple[ImportReport, float]:
+    """Migrate an empty database at ``url`` and import the trace; the report and this process's CPU seconds."""
     repo = SqlJobRepository.from_url(url)
     try:
         repo.upgrade()
+        cpu = time.process_time()
         with tqdm(total=EXPECTED_ROWS, unit=" rows", desc=label, file=sys.stderr, mininterval=1) as bar:
             report = import_trace(repo, trace, "swf", batch_size=batch_size, progress=bar)
+        cpu = time.process_time() - cpu
         stored = repo.count_jobs()
     finally:
         repo.close()
     if stored != report.rows:
         raise click.ClickException(f"{label}: {report.rows} rows reported but {stored} stored")
-    return report
+    return report, cpu
 
 
-def parse_only(trace: Path) -> tuple[int, float]:
-    """Rows and seconds to read and parse the trace without writing it anywhere."""
-    started = time.perf_counter()
+def parse_only(trace: Path) -> tuple[int, float, float]:
+    """Rows, wall seconds and CPU seconds to read and parse the trace without writing it anywhere."""
+    started, cpu = time.perf_counter(), time.process_time()
     rows = sum(1 for _ in tqdm(iter_trace(trace, "swf"), total=EXPECTED_ROWS, unit=" rows", desc="parse only",
                                file=sys.stderr, mininterval=1))
-    return rows, time.perf_counter() - started
+    return rows, time.perf_counter() - started, time.process_time() - cpu
 
 
 def start_postgres(workdir: str) -> str:
@@ -88,10 +91,9 @@ def start_postgres(workdir: str) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def describe(label: str, report: ImportReport, parse_s: float) -> str:
-    write_s = max(report.seconds - parse_s, 1e-9)
-    return (f"{label:<10} {report.rows:>7} rows in {report.seconds:6.1f} s = {report.rows_per_s:>8,.0f} rows/s "
-            f"({report.batches} transactions; without parsing ~{report.rows / write_s:,.0f} rows/s)")
+def describe(label: str, rows: int, wall_s: float, cpu_s: float, note: str = "") -> str:
+    return (f"{label:<10} {rows:>7} rows in {wall_s:6.1f} s = {rows / wall_s:>8,.0f} rows/s "
+            f"(client CPU {cpu_s:5.1f} s{note})")
 
 
 @click.command()
@@ -100,22 +102,23 @@ def describe(label: str, report: ImportReport, parse_s: float) -> str:
 def main(batch_size: int) -> None:
     """Import the HPC2N trace into SQLite and PostgreSQL and print rows per second."""
     trace = trace_path()
-    rows, parse_s = parse_only(trace)
-    click.echo(f"trace      {trace} ({rows} jobs)")
-    click.echo(f"parse only {rows:>7} rows in {parse_s:6.1f} s = {rows / parse_s:>8,.0f} rows/s")
+    click.echo(f"trace      {trace}; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    rows, parse_s, parse_cpu = parse_only(trace)
+    click.echo(describe("parse only", rows, parse_s, parse_cpu))
 
     with tempfile.TemporaryDirectory(prefix="slurmsched-bench-") as tmp:
-        sqlite = timed_import(f"sqlite:///{Path(tmp) / 'slurmsched.db'}", trace, batch_size, "sqlite")
-    click.echo(describe("sqlite", sqlite, parse_s))
+        sqlite, cpu = timed_import(f"sqlite:///{Path(tmp) / 'slurmsched.db'}", trace, batch_size, "sqlite")
+    click.echo(describe("sqlite", sqlite.rows, sqlite.seconds, cpu, f"; {sqlite.batches} transactions"))
 
     workdir = tempfile.mkdtemp(prefix="slurmsched-bench-pg-")
     try:
         url = start_postgres(workdir)
-        postgres = timed_import(url, trace, batch_size, "postgresql")
+        postgres, cpu = timed_import(url, trace, batch_size, "postgresql")
     finally:
         subprocess.run(["bash", str(POSTGRES_SH), "stop", workdir], capture_output=True, timeout=120)
         shutil.rmtree(workdir, ignore_errors=True)
-    click.echo(describe("postgresql", postgres, parse_s))
+    click.echo(describe("postgresql", postgres.rows, postgres.seconds, cpu,
+                        f"; {postgres.batches} transactions; server CPU not counted"))
 
     if sqlite.rows != rows or postgres.rows != rows:
         raise click.ClickException(f"imported {sqlite.rows} (SQLite) and {postgres.rows} (PostgreSQL) of {rows} rows")

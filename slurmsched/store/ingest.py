@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -69,6 +70,9 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
                  batch_size: int = DEFAULT_BATCH, progress: tqdm | None = None) -> ImportReport:
     """Write the jobs of a trace in batches, collecting the bad lines.
 
+    Reading the next batch overlaps writing the last one (one writer thread, so at most
+    one batch is in flight and batches commit in file order).
+
     Args:
         repo: where to write (each batch is one ``ingest_finished`` call, one transaction).
         items: ``JobRecord`` or ``BadLine`` values, as :func:`slurmsched.traces.iter_trace` yields.
@@ -85,28 +89,42 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
     rows = batches = 0
     bad: list[BadLine] = []
     batch: list[JobRecord] = []
+    in_flight: tuple[Future[int], int] | None = None
 
-    def flush() -> None:
-        nonlocal rows, batches
+    def settle() -> None:
+        """Wait for the batch being written; count it, or say how far the import got."""
+        nonlocal rows, batches, in_flight
+        if in_flight is None:
+            return
+        future, size = in_flight
+        in_flight = None
         try:
-            rows += repo.ingest_finished(batch, cluster=cluster)
+            rows += future.result()
         except StoreError as exc:
-            raise StoreError(f"{exc} (batch {batches + 1} of {len(batch)} rows rolled back; "
+            raise StoreError(f"{exc} (batch {batches + 1} of {size} rows rolled back; "
                              f"{rows} rows in {batches} earlier batches were imported)") from exc
         batches += 1
-        batch.clear()
 
-    for item in items:
-        if isinstance(item, BadLine):
-            bad.append(item)
-        else:
-            batch.append(item)
-            if len(batch) >= batch_size:
-                flush()
-        if progress is not None:
-            progress.update(1)
-    if batch:
-        flush()
+    # One writer thread: batch N is written while batch N+1 is read and parsed.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="slurmsched-ingest") as writer:
+        def flush() -> None:
+            nonlocal batch, in_flight
+            settle()
+            in_flight = (writer.submit(repo.ingest_finished, batch, cluster=cluster), len(batch))
+            batch = []
+
+        for item in items:
+            if isinstance(item, BadLine):
+                bad.append(item)
+            else:
+                batch.append(item)
+                if len(batch) >= batch_size:
+                    flush()
+            if progress is not None:
+                progress.update(1)
+        if batch:
+            flush()
+        settle()
     return ImportReport(rows=rows, batches=batches, bad_lines=tuple(bad), seconds=time.perf_counter() - started)
 
 

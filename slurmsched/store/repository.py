@@ -33,21 +33,21 @@ GONE = "GONE"
 
 
 def upsert(conn: Connection, table: Table, rows: list[dict[str, Any]], key: Sequence[str],
-           update: Sequence[str] | None = None) -> None:
-    """Insert ``rows`` (one executemany), updating ``update`` columns of rows whose ``key`` exists.
+           overwrite: Sequence[str] | None = None) -> None:
+    """Insert ``rows`` (one executemany), updating the ``overwrite`` columns of rows whose ``key`` exists.
 
     Args:
         key: the columns of a unique constraint or primary key.
-        update: columns to overwrite on conflict; default every non-key, non-id column.
+        overwrite: columns to set on conflict; default every non-key, non-id column.
     """
     if not rows:
         return
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     stmt = dialect.insert(table)
-    if update is None:
-        update = [c.name for c in table.columns if c.name not in key and not c.primary_key]
+    if overwrite is None:
+        overwrite = [c.name for c in table.columns if c.name not in key and not c.primary_key]
     stmt = stmt.on_conflict_do_update(index_elements=list(key),
-                                      set_={name: stmt.excluded[name] for name in update})
+                                      set_={name: stmt.excluded[name] for name in overwrite})
     conn.execute(stmt, rows)
 
 
@@ -371,7 +371,7 @@ class SqlJobRepository:
         with self._conn() as conn:
             upsert(conn, AppliedChangeRow.__table__,
                    [{"job_id": job_id, "kind": kind, "original": previous, "current": new}],
-                   ("job_id", "kind"), update=("current",))
+                   ("job_id", "kind"), overwrite=("current",))
 
     def applied_changes(self) -> list[AppliedChange]:
         """Every change not yet reverted, by job id."""

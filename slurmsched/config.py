@@ -235,6 +235,44 @@ class ConstraintsSection:
 
 
 @dataclass(frozen=True)
+class SimSection:
+    """``[sim]``: the simulated slurmctld of ``slurmsched simulate`` (see docs/simulator.md).
+
+    Attributes:
+        weight_age, weight_fairshare, weight_job_size, priority_max_age_s: the simulated
+            slurmctld's ``PriorityWeight*`` and ``PriorityMaxAge`` (default: the shipped
+            ``contrib/slurm.conf.d/slurmsched.conf``). Fair-share is reported to the
+            planner but not modelled (traces carry no associations: equal for all).
+        multifactor_weight_job_size: ``PriorityWeightJobSize`` of the ``multifactor``
+            reference policy (Slurm's multifactor with age and job size, no slurmsched).
+        bf_max_job_test: jobs the simulated scheduler tests per pass (Slurm's ``bf_max_job_test``).
+        target_load: offered load the cluster is sized for when neither the trace nor
+            the command line gives its size.
+        gpus_per_node: GPUs per node of a cluster sized from ``--gpus`` or the load.
+    """
+
+    weight_age: int = 10000
+    weight_fairshare: int = 10000
+    weight_job_size: int = 0
+    priority_max_age_s: int = 86400
+    multifactor_weight_job_size: int = 10000
+    bf_max_job_test: int = 500
+    target_load: float = 0.83
+    gpus_per_node: int = 8
+
+    def validate(self, prefix: str) -> None:
+        """Raise :class:`ConfigError` naming the bad key."""
+        for key in ("weight_age", "weight_fairshare", "weight_job_size", "multifactor_weight_job_size"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{prefix}.{key} must be >= 0 (got {getattr(self, key)})")
+        for key in ("priority_max_age_s", "bf_max_job_test", "gpus_per_node"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{prefix}.{key} must be >= 1 (got {getattr(self, key)})")
+        if not 0 < self.target_load <= 1.5:
+            raise ConfigError(f"{prefix}.target_load must be > 0 and <= 1.5 (got {self.target_load})")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; one attribute per TOML section."""
 
@@ -244,6 +282,7 @@ class Config:
     policy: PolicySection = field(default_factory=PolicySection)
     planner: PlannerSection = field(default_factory=PlannerSection)
     constraints: ConstraintsSection = field(default_factory=ConstraintsSection)
+    sim: SimSection = field(default_factory=SimSection)
     source: str = "defaults"
 
     @property

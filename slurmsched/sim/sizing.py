@@ -4,7 +4,7 @@ In order of precedence:
 
 1. ``--nodes N --gpus-per-node G``: N identical nodes.
 2. ``--gpus N``: ``ceil(N / G)`` nodes of G GPUs (G: ``--gpus-per-node``, else the
-   trace's processors per node for SWF, else 8).
+   trace's processors per node for SWF, else ``sim.gpus_per_node``, 8).
 3. The trace's own description: SWF headers give ``MaxProcs`` and ``MaxNodes``
    (CTC-SP2: 338 x 1, HPC2N: 240 x 1). One-processor nodes are interchangeable (any
    free processors serve any job), so such a machine is modelled as one node holding
@@ -14,7 +14,7 @@ In order of precedence:
 4. Otherwise (Philly, ITP, a site's history) the cluster is sized for a target offered
    load: ``GPUs = offered GPU-seconds / arrival span / target_load`` rounded to the
    nearest whole node (never smaller than the biggest job). For the Philly trace the
-   default 0.83 gives 448 GPUs.
+   default ``sim.target_load`` of 0.83 gives 448 GPUs.
 """
 
 from __future__ import annotations
@@ -30,19 +30,25 @@ from slurmsched.sim.workload import Workload
 from slurmsched.traces import read_swf_header
 from slurmsched.traces.base import open_text
 
-DEFAULT_GPUS_PER_NODE = 8
-DEFAULT_TARGET_LOAD = 0.83
 _HELIOS_POOLS = re.compile(r"per-VC pool sizes \(nodes,\s*(\d+)\s*GPU/node\):\s*(.+)")
 
 
 @dataclass(frozen=True, slots=True)
 class SizeRequest:
-    """What the admin asked for (``None``: take it from the trace)."""
+    """What the admin asked for.
 
+    Attributes:
+        gpus, nodes, gpus_per_node: ``--gpus``, ``--nodes``, ``--gpus-per-node``
+            (``None``: take it from the trace).
+        target_load: offered load to size for when nothing else gives the size.
+        default_gpus_per_node: GPUs per node when neither the option nor the trace says.
+    """
+
+    target_load: float
+    default_gpus_per_node: int
     gpus: int | None = None
     nodes: int | None = None
     gpus_per_node: int | None = None
-    target_load: float = DEFAULT_TARGET_LOAD
 
 
 def helios_pools(path: str | Path) -> dict[str, tuple[int, int]] | None:
@@ -75,16 +81,10 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
     """The simulated cluster and a short note on where its size came from.
 
     Raises:
-        ConfigError: a non-positive size or load, or a cluster smaller than the biggest job.
+        ConfigError: the cluster is smaller than the biggest job.
     """
-    if not 0 < request.target_load <= 1.5:
-        raise ConfigError(f"target load must be in (0, 1.5] (got {request.target_load})")
-    for name in ("gpus", "nodes", "gpus_per_node"):
-        value = getattr(request, name)
-        if value is not None and value <= 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be positive (got {value})")
     header = read_swf_header(path) if fmt == "swf" and path is not None else None
-    per_node = request.gpus_per_node or (header.procs_per_node if header else DEFAULT_GPUS_PER_NODE)
+    per_node = request.gpus_per_node or (header.procs_per_node if header else request.default_gpus_per_node)
     if request.nodes is not None:
         spec, note = ClusterSpec.uniform(request.nodes, per_node), "given"
     elif request.gpus is not None:

@@ -1,9 +1,9 @@
-"""The event loop: arrivals and completions from a heap, engine cycles on the daemon's interval.
+"""The event loop: arrivals and completions from a heap, daemon cycles on the daemon's interval.
 
 Time jumps from event to event (no fixed ticks). At each event time the loop first
 ends the jobs due, then submits the arrivals, then lets the simulated slurmctld run a
-scheduling pass. The engine (``Engine.run_cycle``, the daemon's one code path) runs on
-the daemon's interval, at multiples of ``interval_s``, but only when it could matter:
+scheduling pass. The daemon's cycle (``Engine.run_cycle``, the one scheduling code path,
+plus the daemon's refit schedule) runs on the daemon's interval, at multiples of ``interval_s``, but only when it could matter:
 
 * at the first tick at or after any event, if jobs are pending (a cycle that sees an
   event at the same instant runs after it);
@@ -40,14 +40,14 @@ log = logging.getLogger(__name__)
 
 
 class CycleRunner(Protocol):
-    """What the loop needs of the engine: one scheduling cycle at a given time."""
+    """What the loop needs of the daemon (:class:`slurmsched.daemon.Daemon`): one cycle at a given time."""
 
-    def run_cycle(self, now: float) -> object:
-        """Run one cycle at simulated time ``now``."""
+    def cycle(self, now: float) -> object:
+        """Run one cycle (``Engine.run_cycle`` and what the daemon does around it) at ``now``."""
         ...
 
 
-#: Builds the engine for a simulation, given the simulated Slurm (its gateway) and clock.
+#: Builds the daemon for a simulation, given the simulated Slurm (its gateway) and clock.
 EngineFactory = Callable[[SimulatedSlurm, SimClock], CycleRunner]
 
 
@@ -167,7 +167,7 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
             if last_cycle < tick < t_event:
                 clock.advance_to(tick)
                 began = time.perf_counter()
-                engine.run_cycle(tick)
+                engine.cycle(tick)
                 engine_s += time.perf_counter() - began
                 cycles += 1
                 last_cycle, due = tick, None

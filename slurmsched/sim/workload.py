@@ -1,8 +1,9 @@
 """The jobs a simulation replays: read from a trace file or from the site's own history.
 
 Each job keeps the record the trace gave (user, name, partition, requested time ...),
-its true run time and its *units*: the GPUs it occupies, or for CPU traces (SWF,
-where ``gpus`` is 0) its processors, which then play the part of GPUs.
+its true run time and its *units*: the GPUs it occupies. In a workload without any GPU
+job (the SWF traces are CPU traces) processors play the part of GPUs; in a workload
+with GPU jobs, jobs without GPUs are left out (the simulated cluster is a GPU pool).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class TraceJob:
     Attributes:
         record: the job as the trace (or history) recorded it.
         duration: its true run time in seconds.
-        units: GPUs it occupies (processors for CPU-only records).
+        units: GPUs it occupies (processors in a workload without GPUs).
     """
 
     record: JobRecord
@@ -44,7 +45,8 @@ class Workload:
         jobs: the jobs to replay.
         source: where they came from (a path, or ``"history"``).
         bad_lines: trace rows the reader could not parse.
-        skipped: readable jobs left out: no run time, or no GPUs/processors.
+        skipped: readable jobs left out: no run time, or no units (no GPUs in a GPU
+            workload, no processors in a CPU one).
     """
 
     jobs: tuple[TraceJob, ...]
@@ -70,9 +72,9 @@ class Workload:
         return max((j.units for j in self.jobs), default=0)
 
 
-def _trace_job(record: JobRecord) -> TraceJob | None:
+def _trace_job(record: JobRecord, gpu_workload: bool) -> TraceJob | None:
     duration = record.runtime_s
-    units = record.gpus if record.gpus > 0 else record.cpus
+    units = record.gpus if gpu_workload else record.cpus
     if duration is None or units <= 0:
         return None
     return TraceJob(record, duration, units)
@@ -88,11 +90,13 @@ def workload_from_records(records: Iterable[JobRecord], source: str, *, bad_line
     Raises:
         TraceFormatError: two jobs share a job id (e.g. several ITP clusters read at once).
     """
+    records = list(records)
+    gpu_workload = any(r.gpus > 0 for r in records)
     jobs: list[TraceJob] = []
     skipped = 0
     seen: set[int] = set()
     for record in records:
-        job = _trace_job(record)
+        job = _trace_job(record, gpu_workload)
         if job is None:
             skipped += 1
             continue

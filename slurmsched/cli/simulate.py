@@ -1,0 +1,90 @@
+"""``slurmsched simulate``: replay a trace (or the site's history) under several policies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from slurmsched.cli import get_config
+from slurmsched.cli.db import DB_OPTION
+from slurmsched.errors import ConfigError
+from slurmsched.traces import FORMATS
+
+
+@click.command("simulate")
+@click.option("--trace", type=click.Path(dir_okay=False), default=None,
+              help="Trace file to replay (see --format); for itp also ARCHIVE:MEMBER, one cluster at a time.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Trace format.")
+@click.option("--from-db", is_flag=True, help="Replay the finished jobs of the history database instead.")
+@DB_OPTION
+@click.option("--policy", "policy_names", default="fifo,sjf,qssf", show_default=True,
+              help="Comma-separated policies: fifo, sjf, qssf, qssf-noaging, qssf-helios, multifactor.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Directory for the table, results.json and the PNG plots.")
+@click.option("--gpus", type=click.IntRange(min=1), default=None, help="Simulated cluster size in GPUs.")
+@click.option("--nodes", type=click.IntRange(min=1), default=None, help="Simulated cluster size in nodes.")
+@click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
+              help="GPUs per simulated node (default: the trace's, else sim.gpus_per_node).")
+@click.option("--target-load", type=click.FloatRange(0, 1.5, min_open=True), default=None,
+              help="Offered load to size the cluster for when neither the trace nor --gpus/--nodes give it "
+                   "(default sim.target_load).")
+@click.option("--jobs", "limit", type=click.IntRange(min=1), default=None,
+              help="Replay only the first N jobs by submit time.")
+@click.option("--interval", "interval_s", type=click.FloatRange(0, min_open=True), default=None,
+              help="The daemon's cycle interval in simulated seconds (default daemon.interval_s).")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"jobs\": N, \"policies\": {...}} only.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on stderr.")
+@click.pass_context
+def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
+             policy_names: str, out_dir: str | None, gpus: int | None, nodes: int | None,
+             gpus_per_node: int | None, target_load: float | None, limit: int | None, interval_s: float | None,
+             as_json: bool, progress: bool) -> None:
+    """Simulate the queue under each policy and compare avg JCT, waits, slowdown and utilisation.
+
+    The simulated Slurm runs the same engine, policies, planner and predictor as the
+    daemon; see docs/simulator.md for what it models.
+    """
+    from slurmsched.sim.experiment import compare
+    from slurmsched.sim.policies import parse_policies
+    from slurmsched.sim.report import render_table, summary, write_report
+    from slurmsched.sim.sizing import SizeRequest, size_cluster
+    from slurmsched.sim.workload import load_trace, workload_from_records
+
+    if from_db == (trace is not None):
+        raise ConfigError("give either --trace FILE --format F or --from-db")
+    if trace is not None and fmt is None:
+        raise ConfigError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
+    if gpus is not None and nodes is not None:
+        raise ConfigError("give --gpus or --nodes, not both")
+    config = get_config(ctx).with_overrides("sim", target_load=target_load)
+    config = config.with_overrides("daemon", interval_s=interval_s)
+    policies = parse_policies(policy_names)
+    if trace is not None:
+        workload = load_trace(trace, fmt, limit=limit, progress=progress)
+    else:
+        from slurmsched.store.repository import open_repository
+
+        repository = open_repository(config, url=db_url)
+        try:
+            workload = workload_from_records(repository.history(), "history", limit=limit)
+        finally:
+            repository.close()
+        if not workload.jobs:
+            raise ConfigError("the history database has no finished job with a run time to replay")
+    request = SizeRequest(target_load=config.sim.target_load, default_gpus_per_node=config.sim.gpus_per_node,
+                          gpus=gpus, nodes=nodes, gpus_per_node=gpus_per_node)
+    cluster, note = size_cluster(workload, request, path=trace, fmt=fmt)
+    comparison = compare(workload, cluster, note, policies, config, progress=progress)
+    if as_json:
+        click.echo(json.dumps(summary(comparison)))
+    else:
+        click.echo(render_table(comparison))
+    if out_dir is not None:
+        written = write_report(comparison, Path(out_dir))
+        if not as_json:
+            click.echo("wrote " + ", ".join(str(p) for p in written))
+
+
+COMMANDS = [simulate]

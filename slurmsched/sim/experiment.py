@@ -1,0 +1,78 @@
+"""Run one workload under several policies on the same simulated cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from slurmsched.config import Config
+from slurmsched.sim.cluster import ClusterSpec
+from slurmsched.sim.metrics import PolicyMetrics, compute_metrics, gain_share
+from slurmsched.sim.policies import SimPolicy, engine_factory, scheduler_config
+from slurmsched.sim.runner import SimResult, SimSettings, simulate
+from slurmsched.sim.sizing import offered_load
+from slurmsched.sim.workload import Workload
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRun:
+    """One policy's simulation and its metrics."""
+
+    policy: SimPolicy
+    result: SimResult
+    metrics: PolicyMetrics
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Every policy's run over one workload and cluster.
+
+    Attributes:
+        source: where the jobs came from.
+        jobs: jobs simulated (those the cluster can run).
+        cluster: the simulated cluster; ``size_note``: where its size came from.
+        offered_load: work offered per GPU-second over the arrival span.
+        interval_s: the daemon's cycle interval used.
+        runs: one per policy, in the order asked for.
+    """
+
+    source: str
+    jobs: int
+    cluster: ClusterSpec
+    size_note: str
+    offered_load: float
+    interval_s: float
+    runs: tuple[PolicyRun, ...]
+
+    def run(self, name: str) -> PolicyRun | None:
+        """The run of the named policy, if it was simulated."""
+        return next((r for r in self.runs if r.policy.name == name), None)
+
+    def gain_share(self, name: str) -> float | None:
+        """Share of the FIFO -> oracle-SJF avg-JCT gain that ``name`` reaches (needs fifo and sjf)."""
+        fifo, sjf, run = self.run("fifo"), self.run("sjf"), self.run(name)
+        if fifo is None or sjf is None or run is None:
+            return None
+        return gain_share(fifo.metrics.avg_jct_s, sjf.metrics.avg_jct_s, run.metrics.avg_jct_s)
+
+
+def compare(workload: Workload, cluster: ClusterSpec, size_note: str, policies: Sequence[SimPolicy],
+            config: Config, *, progress: bool = False) -> Comparison:
+    """Simulate ``workload`` on ``cluster`` once per policy.
+
+    Args:
+        config: the daemon's configuration (policy arguments, planner, cycle interval,
+            refit schedule) and the simulated slurmctld's (``[sim]``).
+        progress: show a progress bar per policy.
+    """
+    settings = SimSettings(interval_s=config.daemon.interval_s, bf_max_job_test=config.sim.bf_max_job_test,
+                           progress=progress)
+    durations = {job.record.job_id: job.duration for job in workload.jobs}
+    runs = []
+    for policy in policies:
+        result = simulate(workload.jobs, cluster, scheduler_config(policy, config),
+                          engine_factory(policy, config, durations), settings, label=policy.name)
+        runs.append(PolicyRun(policy, result, compute_metrics(result.outcomes, cluster.total_gpus)))
+    simulated = len(runs[0].result.outcomes) if runs else len(workload.jobs)
+    return Comparison(workload.source, simulated, cluster, size_note, offered_load(workload, cluster),
+                      config.daemon.interval_s, tuple(runs))

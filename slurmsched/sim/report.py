@@ -1,0 +1,135 @@
+"""A comparison as people read it: a table with ratios against FIFO, JSON and PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from slurmsched.sim.experiment import Comparison
+from slurmsched.sim.metrics import jct_values, wait_by_size
+
+RESULTS_FILE = "results.json"
+JCT_CDF_FILE = "jct_cdf.png"
+WAIT_BY_SIZE_FILE = "wait_by_size.png"
+TABLE_FILE = "table.txt"
+
+
+def human_duration(seconds: float) -> str:
+    """``42s``, ``37.5m``, ``5.2h`` or ``3.1d``."""
+    if seconds < 100:
+        return f"{seconds:.0f}s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"x{value / base:.2f}" if base > 0 else "-"
+
+
+def render_table(comparison: Comparison) -> str:
+    """The comparison as a fixed-width table, ratios against FIFO when FIFO was run."""
+    c = comparison
+    lines = [f"{c.source}: {c.jobs} jobs on {c.cluster.describe()} ({c.size_note}); "
+             f"offered load {c.offered_load:.0%}; daemon cycle every {c.interval_s:g} s"]
+    header = (f"{'policy':<13} {'avg JCT':>8} {'vsFIFO':>6} {'avg wait':>8} {'vsFIFO':>6} {'p50 wait':>8} "
+              f"{'p99 wait':>8} {'max wait':>8} {'vsFIFO':>6} {'bsld':>7} {'util':>5} {'gain':>6}")
+    lines += [header, "-" * len(header)]
+    fifo = c.run("fifo")
+    for run in c.runs:
+        m = run.metrics
+        base = fifo.metrics if fifo is not None else None
+        share = c.gain_share(run.policy.name)
+        lines.append(
+            f"{run.policy.name:<13} {human_duration(m.avg_jct_s):>8} "
+            f"{_ratio(m.avg_jct_s, base.avg_jct_s) if base else '-':>6} {human_duration(m.avg_wait_s):>8} "
+            f"{_ratio(m.avg_wait_s, base.avg_wait_s) if base else '-':>6} {human_duration(m.p50_wait_s):>8} "
+            f"{human_duration(m.p99_wait_s):>8} {human_duration(m.max_wait_s):>8} "
+            f"{_ratio(m.max_wait_s, base.max_wait_s) if base else '-':>6} {m.bounded_slowdown:>7.1f} "
+            f"{m.utilisation:>5.0%} {f'{share:.0%}' if share is not None else '-':>6}")
+    lines.append("vsFIFO: the policy's value / FIFO's; bsld: bounded slowdown (10 s); "
+                 "gain: share of the FIFO -> oracle-SJF avg-JCT gain")
+    return "\n".join(lines)
+
+
+def summary(comparison: Comparison) -> dict[str, object]:
+    """``{"jobs": N, "policies": {name: {avg_jct_s, ...}}}`` (what ``--json`` prints)."""
+    return {"jobs": comparison.jobs,
+            "policies": {run.policy.name: run.metrics.as_dict() for run in comparison.runs}}
+
+
+def details(comparison: Comparison) -> dict[str, object]:
+    """Everything about the comparison, for the JSON file."""
+    c = comparison
+    policies = {}
+    for run in c.runs:
+        policies[run.policy.name] = {
+            **run.metrics.as_dict(),
+            "gain_share": c.gain_share(run.policy.name),
+            "description": run.policy.description,
+            "cycles": run.result.cycles,
+            "engine_s": run.result.engine_s,
+            "rpcs": run.result.rpcs,
+            "wall_s": run.result.wall_s,
+            "dropped_jobs": run.result.dropped,
+            "wait_by_size": [{"gpus": label, "jobs": n, "avg_wait_s": w}
+                             for label, n, w in wait_by_size(run.result.outcomes)],
+        }
+    return {"source": c.source, "jobs": c.jobs, "offered_load": c.offered_load, "interval_s": c.interval_s,
+            "cluster": {"name": c.cluster.name, "nodes": len(c.cluster.nodes), "gpus": c.cluster.total_gpus,
+                        "shape": c.cluster.describe(), "size_from": c.size_note},
+            "policies": policies}
+
+
+def write_report(comparison: Comparison, out: Path) -> list[Path]:
+    """Write the table, the JSON and the plots into ``out`` (created if missing); returns the files."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / TABLE_FILE).write_text(render_table(comparison) + "\n", encoding="utf-8")
+    (out / RESULTS_FILE).write_text(json.dumps(details(comparison), indent=2) + "\n", encoding="utf-8")
+    return [out / TABLE_FILE, out / RESULTS_FILE] + write_plots(comparison, out)
+
+
+def write_plots(comparison: Comparison, out: Path) -> list[Path]:
+    """JCT CDF per policy, and average wait by job size per policy (PNG, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    title = f"{Path(comparison.source).name}: {comparison.jobs} jobs, {comparison.cluster.total_gpus} GPUs"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for run in comparison.runs:
+        jct = np.maximum(jct_values(run.result.outcomes), 1.0)
+        ax.plot(jct, np.arange(1, len(jct) + 1) / len(jct), label=run.policy.name)
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (s, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(f"JCT CDF - {title}")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    cdf = out / JCT_CDF_FILE
+    fig.savefig(cdf, dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    rows = {run.policy.name: wait_by_size(run.result.outcomes) for run in comparison.runs}
+    labels = [label for label, _, _ in next(iter(rows.values()))] if rows else []
+    width = 0.8 / max(1, len(rows))
+    for i, (name, values) in enumerate(rows.items()):
+        waits = [w / 3600 for _, _, w in values]
+        ax.bar(np.arange(len(labels)) + i * width - 0.4 + width / 2, waits, width, label=name)
+    ax.set_xticks(np.arange(len(labels)), [f"{label}\n({n})" for label, n, _ in next(iter(rows.values()), [])])
+    ax.set_xlabel("job size in GPUs (jobs)")
+    ax.set_ylabel("average wait (h)")
+    ax.set_title(f"Wait by job size - {title}")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    bars = out / WAIT_BY_SIZE_FILE
+    fig.savefig(bars, dpi=110)
+    plt.close(fig)
+    return [cdf, bars]

@@ -208,7 +208,7 @@ def sbatch_argv(job: JobRecord, *, tag: str, partition: str | None = None,
     run = job.runtime_s
     if run is None:
         raise ConfigError(f"job {job.job_id} has no run time to replay")
-    argv = [sbatch, "--parsable", "--quiet", "-J", f"{job.user}.{job.name}" if job.user else job.name,
+    argv = [sbatch, "--parsable", "-J", f"{job.user}.{job.name}" if job.user else job.name,
             "--comment", tag, "-o", "/dev/null", "-e", "/dev/null", "-N", str(max(1, job.nodes))]
     if partition:
         argv += ["-p", partition]

@@ -2,11 +2,11 @@
 
 Around each cycle the loop
 
-* refits the predictor on the whole history every ``daemon.refit_interval_s`` and
-  saves the fitted model (pickled: the database is the daemon's own, trusted state)
-  through :meth:`JobRepository.save_model`; at start it
-  reloads the newest saved model (and folds in what finished since) instead of
-  refitting, when that model is younger than the refit interval;
+* refits a learning predictor on the whole history when
+  :class:`~slurmsched.predict.schedule.RefitSchedule` says so (enough new jobs, or
+  ``daemon.refit_interval_s`` passed) and saves the fitted model through
+  :meth:`JobRepository.save_model`; at start it reloads the newest saved model (and
+  folds in what finished since) instead of refitting;
 * keeps the ``job_submit.lua`` cache (:mod:`slurmsched.submit_cache`) current, and
   removes it while paused, in dry-run or under a policy that does not reorder, so
   Slurm's plugin never acts for a daemon that does not;
@@ -22,7 +22,6 @@ every cycle and then applies nothing.
 from __future__ import annotations
 
 import logging
-import pickle
 import signal
 import threading
 import time
@@ -40,6 +39,7 @@ from slurmsched.planner import Planner
 from slurmsched.policy import Policy
 from slurmsched.policy.qssf import QssfPolicy
 from slurmsched.predict.protocol import Predictor
+from slurmsched.predict.schedule import RefitSchedule
 from slurmsched.store.protocol import JobRepository
 from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, write_submit_cache
 
@@ -80,18 +80,15 @@ class Daemon:
         self.policy = policy
         self.planner = planner
         self.clock = clock or SystemClock()
+        self.schedule = RefitSchedule(interval_s=self.settings.refit_interval_s)
         self._last_fit: float | None = None
-        self._fitted_empty = False
+        self._fitted_jobs: int | None = None
+        self._history_jobs = 0
         self._cache_written: float | None = None
         self._recent: dict[tuple[str, str], JobRecord] = {}
         self._recent_until: float | None = None
-        self.engine = Engine(gateway, repository, self._load_model(predictor), policy, planner,
+        self.engine = Engine(gateway, repository, self._start_predictor(predictor), policy, planner,
                              dry_run=self.settings.dry_run)
-
-    @property
-    def dry_run(self) -> bool:
-        """True when nothing is sent to Slurm."""
-        return self.settings.dry_run
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -131,16 +128,11 @@ class Daemon:
         return LoopResult(cycles, failed, False)
 
     def cycle(self, now: float) -> CycleReport:
-        """One cycle at ``now``: refit if due, :meth:`Engine.run_cycle`, then the submit cache.
-
-        A refit is due every ``refit_interval_s``, and once more right after the first
-        cycle that brings history into a database that had none when the model was fit
-        (a fresh install reads its first day of accounting in that cycle).
-        """
-        if self._last_fit is None or now - self._last_fit >= self.settings.refit_interval_s:
-            self.refit(now)
+        """One cycle at ``now``: :meth:`Engine.run_cycle`, a refit if due, then the submit cache."""
         report = self.engine.run_cycle(now)
-        if report.finished and self._fitted_empty:
+        self._history_jobs += report.finished
+        if getattr(self.engine.predictor, "learns", True) and self.schedule.due(
+                self._history_jobs, self._fitted_jobs, now, self._last_fit):
             self.refit(now)
         plan = report.plan
         log.info("cycle %d: %d pending, %d running, %d finished; %d actions (%d failed)%s, %d held, "
@@ -180,30 +172,51 @@ class Daemon:
 
     # -- the predictor model ------------------------------------------------------------
 
-    def _load_model(self, predictor: Predictor) -> Predictor:
-        """The newest saved model of ``predictor.name`` if young enough, else ``predictor``."""
-        saved = self.repository.load_model(predictor.name)
+    def _start_predictor(self, predictor: Predictor) -> Predictor:
+        """The predictor to start with: the saved model brought up to date, else a fresh fit.
+
+        A saved model is loaded with the predictor class's ``from_bytes`` and gets the
+        jobs that finished after its fit through ``update``. Without one, the predictor
+        is fitted on the whole history when it only keeps statistics (``learns`` false)
+        or when :class:`RefitSchedule` finds enough history; otherwise it starts from
+        the statistics alone and is fitted once enough jobs have finished.
+        """
+        now = self.clock.now()
+        loaded = self._load_model(predictor)
+        if loaded is not None:
+            return loaded
+        history = self.repository.history()
+        self._history_jobs = len(history)
+        learns = getattr(predictor, "learns", True)
+        if not learns or self.schedule.due(len(history), None, now, None):
+            predictor.fit(history)
+            if learns:
+                self._fitted(predictor, now, self.repository.get_cursor(CURSOR))
+        else:
+            predictor.update(history)
+            log.info("predictor %s: %d finished jobs, fewer than the %d its first fit needs; using history "
+                     "statistics until then", predictor.name, len(history), self.schedule.min_jobs)
+        return predictor
+
+    def _load_model(self, predictor: Predictor) -> Predictor | None:
+        """The newest saved model of ``predictor.name`` plus what finished since, or ``None``."""
+        restore = getattr(type(predictor), "from_bytes", None)
+        saved = self.repository.load_model(predictor.name) if restore is not None else None
         if saved is None:
-            return predictor
+            return None
         version, blob, meta = saved
-        fitted_at = float(meta.get("fitted_at", 0.0))
-        if self.clock.now() - fitted_at >= self.settings.refit_interval_s:
-            log.info("saved model %s %s is older than the refit interval; refitting", predictor.name, version)
-            return predictor
         try:
-            loaded = pickle.loads(blob)
-        except Exception as exc:  # noqa: BLE001 - any unpickling failure means: refit instead
-            log.warning("saved model %s %s cannot be loaded (%s); refitting", predictor.name, version, exc)
-            return predictor
-        if type(loaded) is not type(predictor):
-            log.warning("saved model %s is a %s, not a %s; refitting", predictor.name,
-                        type(loaded).__name__, type(predictor).__name__)
-            return predictor
+            loaded = restore(blob)
+        except SlurmschedError as exc:
+            log.warning("saved model %s %s not used: %s", predictor.name, version, exc)
+            return None
         through = meta.get("fitted_through")
-        newer = self.repository.history(since=float(through)) if through is not None else []
+        newer = self.repository.history(since=float(through)) if isinstance(through, (int, float)) else []
         if newer:
             loaded.update(newer)
-        self._last_fit = fitted_at
+        self._fitted_jobs = int(meta.get("jobs", 0))
+        self._history_jobs = self._fitted_jobs + len(newer)
+        self._last_fit = float(meta.get("fitted_at", self.clock.now()))
         log.info("loaded saved model %s %s (+%d jobs finished since)", predictor.name, version, len(newer))
         return loaded
 
@@ -211,17 +224,19 @@ class Daemon:
         """Refit the predictor on the whole history and save it through the repository."""
         through = self.repository.get_cursor(CURSOR)
         self.engine.refit(now)
-        self._last_fit = now
-        self._fitted_empty = through is None
-        predictor = self.engine.predictor
-        try:
-            blob = pickle.dumps(predictor)
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            log.warning("predictor %s cannot be saved (%s); it will be refit after a restart", predictor.name, exc)
-        else:
-            self.repository.save_model(predictor.name, predictor.version, blob,
-                                       {"fitted_at": now, "fitted_through": through})
+        self._fitted(self.engine.predictor, now, through)
         self._cache_written = None  # predictions changed: rewrite the submit cache now
+
+    def _fitted(self, predictor: Predictor, now: float, through: float | None) -> None:
+        """Note a fit of ``predictor`` at ``now`` and save the model when it can be saved."""
+        self._last_fit = now
+        self._fitted_jobs = self._history_jobs
+        dump = getattr(predictor, "to_bytes", None)
+        if dump is None:
+            return
+        self.repository.save_model(predictor.name, predictor.version, dump(),
+                                   {"fitted_at": now, "fitted_through": through, "jobs": self._fitted_jobs})
+        log.info("saved model %s %s (fitted on %d jobs)", predictor.name, predictor.version, self._fitted_jobs)
 
     # -- the job_submit.lua cache ---------------------------------------------------------
 
@@ -230,10 +245,12 @@ class Daemon:
 
         The cache is rewritten after a refit and whenever a third of its
         ``submit_cache_max_age_s`` has passed, so ``job_submit.lua`` never sees it stale
-        while the daemon runs.
+        while the daemon runs. With ``submit_cache_entries = 0`` the file is left alone.
         """
+        if self.settings.submit_cache_entries == 0:
+            return  # disabled: the file is not ours to write or remove
         path = self.settings.submit_cache_path
-        if not active or not self.policy.reorders or self.settings.submit_cache_entries == 0:
+        if not active or not self.policy.reorders:
             if path.exists():
                 path.unlink(missing_ok=True)
                 log.info("removed submit cache %s: slurmsched is not changing priorities", path)
@@ -273,7 +290,7 @@ class Daemon:
 def build_daemon(config: Config, *, clock: SystemClock | None = None) -> Daemon:
     """Wire a daemon from the configuration: gateway, repository, predictor, policy, planner.
 
-    The database is created on first use; an existing one must have the current schema.
+    The database must exist with the current schema (`slurmsched db upgrade` makes it).
 
     Raises:
         ConfigError: an unknown policy, predictor or backend.
@@ -287,7 +304,7 @@ def build_daemon(config: Config, *, clock: SystemClock | None = None) -> Daemon:
 
     policy = make_policy(config.policy.name, config.policy.args_for(config.policy.name))
     predictor = make_predictor(config.daemon.predictor)
-    repository = open_repository(config, create=True)
+    repository = open_repository(config)
     return Daemon(config, make_gateway(config), repository, predictor, policy, Planner(config), clock)
 
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from slurmsched.gateway.protocol import SlurmGateway
-from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, Prediction,
-                              SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
+from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, JobState,
+                              Prediction, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
                               SetSwitches)
 from slurmsched.engine.tracker import QueueChanges, QueueTracker, Tracked
 from slurmsched.planner import Plan, Planner, describe
@@ -127,6 +128,8 @@ class Engine:
         self._applied: dict[_Key, AppliedChange] = {}
         self._full_at: float | None = None
         self._config: SchedulerConfig | None = None
+        self._jobs: tuple[JobRecord, ...] = ()
+        self._pending: list[JobRecord] = []
         self._last_fit: float | None = None
         self._cursor: float | None = None
         self._seen: dict[tuple[int, int], float] = {}
@@ -167,8 +170,11 @@ class Engine:
         if full:
             self._applied = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}
             self._full_at = now
-        pending = snapshot.pending
-        changes = self._tracker.update(pending, now, repredict_all=full,
+        jobs = snapshot.jobs
+        unchanged = len(jobs) == len(self._jobs) and all(map(operator.is_, jobs, self._jobs))
+        pending = self._pending if unchanged else [j for j in jobs if j.state is JobState.PENDING]
+        self._jobs, self._pending = jobs, pending
+        changes = self._tracker.update(pending, now, unchanged=unchanged, repredict_all=full,
                                        replan_all=snapshot.config != self._config,
                                        users=self._dirty_users, names=self._dirty_names)
         self._config = snapshot.config
@@ -254,9 +260,10 @@ class Engine:
         held = 0
         for job_id in changes.departed:
             self._pinned.discard(job_id)
+        unsettled = tracker.unsettled
         for tracked in changes.replan:
             job = tracked.job
-            tracked.settled = True
+            unsettled.discard(job.job_id)
             if not planner.eligible(job):
                 self._pinned.discard(job.job_id)
                 continue
@@ -264,7 +271,7 @@ class Engine:
                 job, tracked.score, reorders, applied.get((job.job_id, SITE_FACTOR)), scale)
             if step is Step.SEND:
                 ranked.append((tracked, SetSiteFactor(job.job_id, value, current)))  # reason added once chosen
-                tracked.settled = False
+                unsettled.add(job.job_id)
             elif step is Step.ADOPT:
                 adopted.append(SetSiteFactor(job.job_id, value, 0, self.policy.explain(job, tracked.prediction, now)))
             elif step is Step.SETTLE:
@@ -274,7 +281,7 @@ class Engine:
             switches = tuner.switches(job, snapshot.config, (job.job_id, SWITCHES) in applied)
             if switches is not None:
                 ranked.append((tracked, switches))
-                tracked.settled = False
+                unsettled.add(job.job_id)
             if tuner.pinned(job):
                 self._pinned.add(job.job_id)
             else:

@@ -44,12 +44,7 @@ def plan_inputs(job: JobRecord) -> tuple:
 
 @dataclass(slots=True)
 class Tracked:
-    """One pending job as the engine last saw, predicted, scored and planned it.
-
-    Attributes:
-        settled: the job's planned state is in place (nothing to send); False while an
-            action is deferred, failed, or not sent (dry-run, pause).
-    """
+    """One pending job as the engine last saw, predicted, scored and planned it."""
 
     job: JobRecord
     inputs: tuple
@@ -59,7 +54,6 @@ class Tracked:
     score: float = 0.0
     order: tuple[float, float, int] | None = None
     due: float = math.inf
-    settled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +74,10 @@ class QueueChanges:
 class QueueTracker:
     """Per-job predictions, scores and order, updated by what changed.
 
+    ``unsettled`` holds the ids of jobs whose planned state is not in place yet (just
+    scored, or an action deferred, failed or not sent on dry-run/pause): they are
+    planned again every cycle until the planner finds nothing to do for them.
+
     Args:
         policy: scores jobs (``score``, ``changes_at``, ``explain``).
         predictor: predicts re-predicted jobs in one batch.
@@ -91,15 +89,20 @@ class QueueTracker:
         self.jobs: dict[int, Tracked] = {}
         self._order: list[tuple[float, float, int]] = []
         self._due: list[tuple[float, int]] = []
+        self.unsettled: set[int] = set()
 
-    def update(self, pending: Sequence[JobRecord], now: float, *, repredict_all: bool = False,
-               replan_all: bool = False, users: set[str] | frozenset[str] = frozenset(),
+    def update(self, pending: Sequence[JobRecord], now: float, *, unchanged: bool = False,
+               repredict_all: bool = False, replan_all: bool = False,
+               users: set[str] | frozenset[str] = frozenset(),
                names: set[str] | frozenset[str] = frozenset()) -> QueueChanges:
         """Take in this cycle's pending jobs.
 
         Args:
             pending: the snapshot's pending jobs.
             now: cycle time (scores are computed at it).
+            unchanged: the snapshot holds the very job records of the last cycle (the
+                simulator's way of saying nothing happened): only jobs whose score
+                expired or whose plan is not in place are looked at.
             repredict_all: predict every job again (refit, periodic refresh).
             replan_all: plan every job again (e.g. the scheduler's weights changed).
             users, names: users and job names with newly finished runs; their pending
@@ -114,9 +117,15 @@ class QueueTracker:
             if tracked is not None and tracked.due == due:
                 expired.add(job_id)
         dirty = bool(users or names)
+        if unchanged and not (dirty or repredict_all or replan_all):
+            rescore = [table[i] for i in expired]
+            replan = [table[i] for i in self.unsettled if i not in expired]
+            self._rescore(rescore, now)
+            return QueueChanges(tuple(rescore) + tuple(replan), (), ())
         predict: list[JobRecord] = []
-        rescore: list[Tracked] = []
-        replan: list[Tracked] = []
+        rescore = []
+        replan = []
+        unsettled = self.unsettled
         arrived = 0
         for job in pending:
             tracked = table.get(job.job_id)
@@ -139,13 +148,14 @@ class QueueTracker:
                 predict.append(job)
             elif expired and job.job_id in expired:
                 rescore.append(tracked)
-            elif changed or replan_all or not tracked.settled:
+            elif changed or replan_all or job.job_id in unsettled:
                 replan.append(tracked)
         departed: tuple[int, ...] = ()
         if len(table) + arrived != len(pending):
             departed = tuple(table.keys() - {job.job_id for job in pending})
         for job_id in departed:
             self._drop(table.pop(job_id))
+            unsettled.discard(job_id)
         fresh = self._predict(predict, version)
         rescore.extend(self.jobs[job.job_id] for job in predict)
         self._rescore(rescore, now)
@@ -182,7 +192,7 @@ class QueueTracker:
             tracked.due = changes_at(tracked.job, tracked.prediction, now)
             if tracked.due < math.inf:
                 heapq.heappush(self._due, (tracked.due, tracked.job.job_id))
-            tracked.settled = False
+            self.unsettled.add(tracked.job.job_id)
             if not rebuild:
                 insort(self._order, tracked.order)
         if rebuild:
@@ -222,3 +232,4 @@ class QueueTracker:
         self.jobs.clear()
         self._order.clear()
         self._due.clear()
+        self.unsettled.clear()

@@ -24,6 +24,10 @@ The replay:
 * **names**: everything is submitted by this user; the job name is the trace's user
   id, so per-user history still separates users. History uses the same mapping.
 
+``--generated`` replays a workload from :mod:`slurmsched.workload` instead (for machines
+without the traces, e.g. ``contrib/demo.sh``): ``--history`` jobs before the slice are
+the history; jobs keep their GPU shape and their own over-asked time limits (compressed).
+
 Arm 1 (baseline): Slurm's stock multifactor priority (age + fair-share), no daemon, no
 submit cache. Arm 2 (slurmsched): a fresh database seeded with the history, then
 ``slurmsched run`` (policy ``qssf``, predictor ``slurmsched``, 2 s interval) with its
@@ -35,6 +39,7 @@ line: ``{"jobs", "baseline_avg_jct_s", "slurmsched_avg_jct_s", "avg_jct_ratio",
 "baseline_max_wait_s", "slurmsched_max_wait_s"}`` (seconds as measured, compressed).
 
 Usage: bench/live_replay.py [--trace PATH] [--format helios] [--jobs 200] [--speedup 100] [--max-run 20]
+       bench/live_replay.py --generated [--history 300] [--seed 1] [--jobs N] ...
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ from slurmsched.model import JobRecord  # noqa: E402
 from slurmsched.store.repository import open_repository  # noqa: E402
 from slurmsched.submit_cache import CACHE_FILE_NAME  # noqa: E402
 from slurmsched.traces import BadLine, iter_trace  # noqa: E402
-from slurmsched.workload import sbatch_argv  # noqa: E402
+from slurmsched.workload import WorkloadSpec, generate_workload, sbatch_argv  # noqa: E402
 
 LOCAL_GPUS = 24          # contrib/cluster/cluster.toml: 2 x 8 a100 + 2 x 4 v100
 MAX_JOB_GPUS = 16
@@ -94,6 +99,10 @@ class Arm:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=TRACES / "helios_venus_2vc_sept.csv")
+    parser.add_argument("--generated", action="store_true",
+                        help="replay a generated workload (slurmsched.workload) instead of a trace")
+    parser.add_argument("--history", type=int, default=300, help="with --generated: jobs before the slice")
+    parser.add_argument("--seed", type=int, default=1, help="with --generated: the workload's seed")
     parser.add_argument("--format", default="helios", help="trace format (see slurmsched.traces)")
     parser.add_argument("--jobs", type=int, default=200, help="jobs in the slice")
     parser.add_argument("--start", type=float, default=0.7, help="slice start, as a fraction of the trace's jobs")
@@ -108,7 +117,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             parser.error(f"--{key.replace('_', '-')} must be > 0")
     if not 0 <= args.start < 1:
         parser.error("--start must be in [0, 1)")
-    if not args.trace.exists():
+    if not args.generated and not args.trace.exists():
         parser.error(f"trace {args.trace} not found (set SLURMSCHED_TRACES or --trace)")
     return args
 
@@ -122,35 +131,53 @@ def read_trace(path: Path, fmt: str) -> list[JobRecord]:
     return sorted(jobs, key=lambda j: (j.submit_time, j.job_id))
 
 
-def map_job(job: JobRecord, *, user: str, speedup: float, max_run: float, gpu_scale: float,
-            limit_s: int, origin: float, arrival: float) -> JobRecord:
-    """``job`` as it runs here: scaled GPUs, compressed and clipped run time, rebased times.
+def map_job(job: JobRecord, *, user: str, speedup: float, max_run: float, gpu_scale: float | None,
+            limit_s: int | None, origin: float, arrival: float) -> JobRecord:
+    """``job`` as it runs here: local GPUs, compressed and clipped run time, rebased times.
 
-    Submit times become ``origin + (submit - slice start) * arrival`` (``arrival`` is the
-    compression of arrivals); run times ``clip(runtime / speedup, 1, max_run)``.
+    Submit times become ``origin + submit * arrival`` (``submit`` relative to the slice's
+    start, ``arrival`` the compression of arrivals); run times ``clip(runtime / speedup,
+    1, max_run)``. With ``gpu_scale`` the GPU count is scaled and the request untyped;
+    without, the job keeps its shape (a generated job already fits this cluster).
+    ``limit_s`` replaces every time limit; without, the job's own limit is compressed.
+    The job name is ``<user>.<name>`` (parts that are empty left out), its user ``user``.
     """
-    gpus = min(MAX_JOB_GPUS, max(1, round(max(job.gpus, 1) * gpu_scale)))
-    nodes = 1 if gpus <= 8 else 2
-    gpus = math.ceil(gpus / nodes) * nodes
     run = float(min(max_run, max(1, round(job.runtime_s / speedup))))
     submit = origin + job.submit_time * arrival
-    return replace(job, user=user, name=job.user or job.name, submit_time=submit, start_time=submit,
-                   end_time=submit + run, gpus=gpus, nodes=nodes, gpu_type=None, gres_per_node=(),
-                   time_limit_s=limit_s, partition="gpu", cluster="", account="", qos="")
+    shape: dict = {}
+    if gpu_scale is not None:
+        gpus = min(MAX_JOB_GPUS, max(1, round(max(job.gpus, 1) * gpu_scale)))
+        nodes = 1 if gpus <= 8 else 2
+        shape = dict(gpus=math.ceil(gpus / nodes) * nodes, nodes=nodes, gpu_type=None, gres_per_node=())
+    if limit_s is None and job.time_limit_s is not None:
+        limit_s = max(60, math.ceil(job.time_limit_s / speedup / 60.0) * 60)
+    return replace(job, user=user, name=".".join(p for p in (job.user, job.name) if p), submit_time=submit,
+                   start_time=submit, end_time=submit + run, time_limit_s=limit_s, partition="gpu", cluster="",
+                   account="", qos="", **shape)
+
+
+def source_jobs(args: argparse.Namespace) -> tuple[list[JobRecord], int, str]:
+    """(all jobs by submit time, index of the slice's first job, a description)."""
+    if args.generated:
+        spec = WorkloadSpec(jobs=args.history + args.jobs, seed=args.seed)
+        return generate_workload(spec), args.history, f"generated workload (slurmsched.workload, seed {args.seed})"
+    trace = read_trace(args.trace, args.format)
+    return trace, int(len(trace) * args.start), f"trace {args.trace.name} ({len(trace)} jobs)"
 
 
 def build_workload(args: argparse.Namespace, user: str, now: float) -> tuple[list[JobRecord], list[JobRecord], dict]:
     """(history, slice) in local terms, history ending before ``now`` and the slice arriving from ``now`` on."""
-    trace = read_trace(args.trace, args.format)
-    first = int(len(trace) * args.start)
-    chosen = trace[first:first + args.jobs]
+    source, first, described = source_jobs(args)
+    chosen = source[first:first + args.jobs]
     if len(chosen) < args.jobs:
-        raise SystemExit(f"the trace has only {len(chosen)} jobs from --start {args.start}")
+        raise SystemExit(f"only {len(chosen)} jobs from job {first} of the {described}")
     t0 = chosen[0].submit_time
-    history_src = [j for j in trace if j.end_time is not None and j.end_time < t0]
-    limit_s = int(math.ceil((args.max_run + 30) / 60.0)) * 60
-    common = dict(user=user, speedup=args.speedup, max_run=args.max_run, gpu_scale=args.gpu_scale,
-                  limit_s=limit_s)
+    history_src = [j for j in source if j.end_time is not None and j.end_time < t0]
+    # a generated job keeps its GPUs and its own (compressed) limit; a trace job is scaled and
+    # gets the common limit, as the traces hold no requests
+    limit_s = None if args.generated else int(math.ceil((args.max_run + 30) / 60.0)) * 60
+    common = dict(user=user, speedup=args.speedup, max_run=args.max_run,
+                  gpu_scale=None if args.generated else args.gpu_scale, limit_s=limit_s)
     # arrivals: keep the slice's relative spacing, squeeze it to the wanted offered load
     rebased = [replace(j, submit_time=j.submit_time - t0) for j in chosen]
     probe = [map_job(j, origin=0.0, arrival=1.0, **common) for j in rebased]
@@ -158,14 +185,14 @@ def build_workload(args: argparse.Namespace, user: str, now: float) -> tuple[lis
     span = max(j.submit_time for j in rebased) or 1.0
     arrival = work / (LOCAL_GPUS * args.load) / span
     jobs = [map_job(j, origin=now, arrival=arrival, **common) for j in rebased]
-    # history: the same mapping on the trace's own clock, shifted to end before now
+    # history: the same mapping on the source's own clock, shifted to end before now
     history = [map_job(replace(j, submit_time=j.submit_time - t0), origin=now, arrival=1.0 / args.speedup,
                        **common) for j in history_src]
     history = [replace(h, start_time=h.submit_time, end_time=min(now - 1.0, h.submit_time + h.runtime_s),
                        state=src.state)
                for h, src in zip(history, history_src)]
-    info = {"trace_jobs": len(trace), "first": first, "history": len(history), "arrival_span_s": span * arrival,
-            "work_gpu_s": work, "limit_s": limit_s}
+    info = {"source": described, "first": first, "history": len(history), "arrival_span_s": span * arrival,
+            "work_gpu_s": work, "limits": f"{limit_s // 60} min each" if limit_s else "the jobs' own, compressed"}
     return history, jobs, info
 
 
@@ -345,10 +372,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     wait_idle(env)
     history, jobs, info = build_workload(args, user, time.time())
     runs = sorted(j.runtime_s for j in jobs)
-    print(f"trace {args.trace.name}: {info['trace_jobs']} jobs; slice = jobs {info['first']}..."
-          f"{info['first'] + len(jobs) - 1}; predictor history = {info['history']} jobs that ended before it")
+    print(f"{info['source']}: slice = jobs {info['first']}...{info['first'] + len(jobs) - 1}; "
+          f"predictor history = {info['history']} jobs that ended before it")
     print(f"replay: {len(jobs)} jobs, run times {runs[0]:.0f}-{runs[-1]:.0f} s (median {statistics.median(runs):.0f}),"
-          f" GPUs {sorted({j.gpus for j in jobs})}, limit {info['limit_s'] // 60} min each;"
+          f" GPUs {sorted({j.gpus for j in jobs})}, time limits {info['limits']};"
           f" {info['work_gpu_s'] / LOCAL_GPUS:.0f} s of work for {LOCAL_GPUS} GPUs arriving over"
           f" {info['arrival_span_s']:.0f} s (offered load {args.load:g}x)")
     results: dict[str, Arm] = {}

@@ -1,0 +1,174 @@
+"""Engine.run_cycle over the simulator's Slurm (SimulatedSlurm) and the in-memory repository.
+
+The incremental engine (only changed jobs are predicted, scored and planned) must plan
+exactly what the planner plans for the whole queue; unchanged queues must cost nothing;
+aging ticks and the guard must move SiteFactor values in few batched calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from slurmsched.config import Config, PlannerSection
+from slurmsched.engine import Engine
+from slurmsched.model import JobRecord, JobState, SchedulerConfig, SetSiteFactor
+from slurmsched.planner import Planner
+from slurmsched.planner.scale import GUARD_LEVEL
+from slurmsched.policy import PolicyContext, make_policy
+from slurmsched.predict.baselines import UserLimitPredictor
+from slurmsched.sim.clock import SimClock
+from slurmsched.sim.cluster import ClusterSpec
+from slurmsched.sim.job import SimJob
+from slurmsched.sim.slurm import SimulatedSlurm
+from slurmsched.store.memory import MemoryJobRepository
+
+HOUR = 3600.0
+START = 1_800_000_000.0  # a whole number of hours
+WEIGHTS = SchedulerConfig(weight_age=1000, priority_max_age_s=7 * 86400)
+POLICY_ARGS = {"max_wait_h": 12, "halflife_h": 2}
+
+
+class World:
+    """A simulated 16-GPU cluster held busy by one blocker job, plus the engine under test."""
+
+    def __init__(self, config: Config = Config(), policy: str = "qssf") -> None:
+        self.spec = ClusterSpec.uniform(2, 8)
+        self.clock = SimClock(START)
+        self.slurm = SimulatedSlurm(self.spec, WEIGHTS, self.clock)
+        self.repository = MemoryJobRepository(cluster="sim")
+        self.predictor = UserLimitPredictor()
+        self.predictor.fit([])
+        self.policy = make_policy(policy, POLICY_ARGS)
+        self.planner = Planner(config)
+        self.engine = Engine(self.slurm, self.repository, self.predictor, self.policy, self.planner)
+        self.next_id = 1
+        self.blocker = self.submit(16, limit_h=100, user="blocker")
+        assert [j.job_id for j in self.slurm.schedule()] == [self.blocker.job_id]
+
+    def submit(self, gpus: int, *, limit_h: float, user: str = "alice", name: str = "train") -> SimJob:
+        job_id, self.next_id = self.next_id, self.next_id + 1
+        record = JobRecord(job_id=job_id, user=user, name=name, submit_time=self.clock.now(), partition="batch",
+                           gpus=gpus, nodes=-(-gpus // 8), time_limit_s=int(limit_h * HOUR), site_factor=0)
+        job = SimJob(record=record, duration=limit_h * HOUR / 2, units=gpus, bf_limit=limit_h * HOUR,
+                     final_state=JobState.COMPLETED, partition=self.spec.partition("batch"), nodes=record.nodes)
+        self.slurm.submit(job)
+        return job
+
+    def cycle(self, at_h: float):
+        self.clock.advance_to(START + at_h * HOUR)
+        return self.engine.run_cycle(self.clock.now())
+
+    def reference_plan(self):
+        """What the planner plans for the whole queue as it stands (before the next cycle)."""
+        snapshot = self.slurm.snapshot()
+        pending = snapshot.pending
+        predictions = {p.job_id: p for p in self.predictor.predict(pending)}
+        ranking = self.policy.rank(PolicyContext(self.clock.now(), pending, predictions))
+        applied = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}
+        return self.planner.plan(ranking, snapshot, applied)
+
+
+def site_factors(world: World) -> dict[int, int]:
+    return {j.job_id: j.site_factor for j in world.slurm.snapshot().pending}
+
+
+def actions_of(plan) -> set[tuple]:
+    return {(type(a).__name__, a.job_id, getattr(a, "value", None)) for a in plan.actions}
+
+
+def test_incremental_engine_plans_what_the_planner_plans_for_the_whole_queue() -> None:
+    world = World(dataclasses.replace(Config(), planner=PlannerSection(max_rpcs_per_cycle=10_000)))
+    rng = random.Random(5)
+    at = 0.0
+    for step in range(40):
+        for _ in range(rng.randrange(0, 6)):
+            world.submit(rng.choice([1, 2, 4, 8, 16]), limit_h=rng.choice([0.25, 1, 4, 12, 48]),
+                         user=rng.choice(["ann", "bob", "cy"]))
+        at += rng.choice([0.01, 0.3, 1.0, 2.5])
+        world.clock.advance_to(START + at * HOUR)
+        expected = world.reference_plan()
+        report = world.engine.run_cycle(world.clock.now())
+        assert actions_of(report.plan) == actions_of(expected), f"step {step} at {at:.2f} h"
+        assert {a.job_id for a in report.plan.adopted} == {a.job_id for a in expected.adopted}
+    assert world.slurm.pending_count > 50
+
+
+def test_unchanged_queue_costs_no_prediction_record_or_action() -> None:
+    world = World()
+    for gpus, limit in [(1, 1), (2, 4), (8, 12), (16, 48)]:
+        world.submit(gpus, limit_h=limit)
+    first = world.cycle(0.1)
+    assert len(first.plan.actions) == 4 and len(first.predictions) == 4
+    assert all(o.ok for o in first.outcomes)
+    second = world.cycle(0.2)
+    assert second.plan.actions == () and second.predictions == () and second.decisions == ()
+    assert second.plan.rpcs == 0
+    factors = site_factors(world)
+    assert factors[2] > factors[3] > factors[4] > factors[5] > 0  # smaller service, higher SiteFactor
+
+
+def test_aging_ticks_and_the_guard_move_values_in_batched_calls() -> None:
+    world = World()
+    jobs = [world.submit(gpus, limit_h=limit) for gpus, limit in [(1, 0.5), (2, 4), (4, 12), (16, 48)]]
+    world.cycle(0.5)
+    before = site_factors(world)
+    assert world.cycle(1.5).plan.actions == ()        # same 2-hour tick: nothing moves
+    tick = world.cycle(2.0)                            # first halving tick: one level up...
+    assert tick.plan.actions and all(a.value > before[a.job_id] for a in tick.plan.actions)
+    assert tick.plan.rpcs == len({a.value for a in tick.plan.actions})  # one batched call per value
+    assert len(tick.plan.actions) + tick.plan.held == len(jobs)  # ...unless within the hysteresis
+    world.cycle(4.0)                                   # by the second tick every job has moved up
+    after = site_factors(world)
+    assert all(after[j.job_id] > before[j.job_id] for j in jobs)
+    guard = world.cycle(12.0)                          # 12 h guard: every job waited 12 h
+    scale = world.planner.scale(WEIGHTS)
+    assert set(site_factors(world).values()) == {scale.value(GUARD_LEVEL)}
+    assert all(isinstance(a, SetSiteFactor) for a in guard.plan.actions)
+    assert any("12 h guard reached" in d.reason for d in guard.decisions)
+
+
+def test_finished_runs_reach_history_and_refresh_predictions_of_that_user() -> None:
+    world = World()
+    waiting = world.submit(4, limit_h=10, user="ann")
+    other = world.submit(4, limit_h=10, user="bob")
+    world.cycle(0.1)
+    world.slurm.finish(world.blocker)
+    report = world.cycle(0.2)
+    assert report.finished == 1
+    assert [j.job_id for j in world.repository.history()] == [world.blocker.job_id]
+    refreshed = {p.job_id for p in world.cycle(0.3).predictions}
+    # The finished job was "blocker"'s: nobody else's prediction inputs changed.
+    assert refreshed <= {waiting.job_id, other.job_id}
+
+
+def test_fifo_engine_only_restores_what_qssf_set() -> None:
+    world = World()
+    for gpus, limit in [(1, 1), (2, 4)]:
+        world.submit(gpus, limit_h=limit)
+    world.cycle(0.1)
+    assert any(site_factors(world).values())
+    fifo = Engine(world.slurm, world.repository, world.predictor, make_policy("fifo"), world.planner)
+    report = fifo.run_cycle(START + 0.2 * HOUR)
+    assert {a.value for a in report.plan.actions} == {0}
+    assert set(site_factors(world).values()) == {0}
+    assert world.repository.applied_changes() == []
+    assert fifo.run_cycle(START + 0.3 * HOUR).plan.actions == ()
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_dry_run_and_pause_leave_slurm_alone(dry_run: bool) -> None:
+    world = World()
+    world.submit(2, limit_h=1)
+    if dry_run:
+        world.engine.dry_run = True
+    else:
+        world.repository.set_paused(True)
+    report = world.cycle(0.1)
+    assert report.plan.actions and report.outcomes == () and world.slurm.rpcs == 0
+    assert set(site_factors(world).values()) == {0}
+    assert [d.outcome for d in report.decisions if d.kind == "SetSiteFactor"] == [
+        "dry-run" if dry_run else "skipped: paused"]
+    assert not [d for d in world.cycle(0.2).decisions if d.kind == "SetSiteFactor"]  # recorded once

@@ -29,3 +29,30 @@ class Predictor(Protocol):
     def predict(self, jobs: Sequence[JobRecord]) -> list[Prediction]:
         """One prediction per job, in order; never raises for odd or missing fields."""
         ...
+
+
+class StagedPredictor(Predictor, Protocol):
+    """A predictor whose :meth:`predict` splits into a cheap, history-dependent step and
+    a model step that can be batched.
+
+    ``predict(jobs) == finish(prepare(jobs))``. :meth:`prepare` reads the history
+    statistics as they are *now* (so later :meth:`update` calls do not change the
+    result); :meth:`finish` applies the fitted model to many prepared jobs at once and
+    must be called before the next :meth:`fit`. The online evaluation uses this to
+    predict every job as of its own submit time while running the model once per refit.
+
+    Attributes:
+        learns: ``False`` when :meth:`fit` only rebuilds what :meth:`update` maintains
+            (rules), so a caller that already fed every finished job to ``update`` need
+            not call ``fit``.
+    """
+
+    learns: bool
+
+    def prepare(self, jobs: Sequence[JobRecord]) -> list[object]:
+        """Capture what predicting each job needs from the current history (opaque values)."""
+        ...
+
+    def finish(self, prepared: Sequence[object]) -> list[Prediction]:
+        """Predictions for values returned by :meth:`prepare`, in order."""
+        ...

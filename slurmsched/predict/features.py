@@ -1,0 +1,250 @@
+"""Submit-time features of a job, from online history statistics.
+
+:class:`FeatureState` holds per-user, per-(user, name) and finer statistics of finished
+runs (:mod:`slurmsched.predict.history`) and answers three questions about a job
+using only what a Slurm site knows at submit time plus the jobs that already ended:
+
+* the **experts**: the candidate estimates history offers (:data:`EXPERTS`: the last
+  run of the same user+name at the same size, of the same user+name, of the same user
+  with the same time limit, of the same user), capped at the job's time limit;
+* which expert to **trust** for this user: each user carries an exponentially weighted
+  record of every expert's recent log2 error (new users start from the site-wide
+  record), and the expert with the smallest one is chosen (:meth:`FeatureState.choose`);
+* the numeric **row** (:data:`COLUMNS`) the learned quantile models see.
+
+:func:`replay` rebuilds what every past job looked like *at its own submit time*
+(rows, experts, choice) for training; no run time leaks into its own features.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections import Counter
+from typing import NamedTuple, Sequence
+
+from slurmsched.model import JobRecord
+from slurmsched.predict.common import limit_of, units
+from slurmsched.predict.history import EMPTY_SUMMARY, SUMMARY_NAMES, Run, RunStats, StatsTable, run_of
+
+_NAN = float("nan")
+#: Category code for values not among the most frequent ones.
+OTHER_CODE = 254
+#: Buckets for the hashed first word of the job name.
+NAME_HASH_BUCKETS = 251
+_TOKEN = re.compile(r"[A-Za-z]+")
+
+#: Candidate estimates from history, in order of preference on ties.
+EXPERTS = ("user+name, same size: last run", "user+name: last run", "user, same time limit: last run",
+           "user: last run")
+#: Weight of the past in each user's expert error record (per finished job).
+USER_DECAY = 0.8
+#: Weight of the past in the site-wide expert error record.
+SITE_DECAY = 0.99
+#: Largest log2 error an expert is charged for one job (and the charge when it had no value).
+MAX_CHARGE = 2.0
+
+_JOB_COLUMNS = ("log2_limit", "log2_units", "log2_nodes", "log2_gpus", "hour", "weekday")
+_SHORT = ("count", "last", "median")
+CATEGORICAL = ("account", "partition", "qos", "name_token")
+#: Every column of a feature row, in order.
+COLUMNS = (
+    _JOB_COLUMNS
+    + tuple(f"user_{n}" for n in SUMMARY_NAMES)
+    + tuple(f"pair_{n}" for n in SUMMARY_NAMES)
+    + tuple(f"pair_units_{n}" for n in _SHORT)
+    + tuple(f"user_units_{n}" for n in _SHORT)
+    + tuple(f"user_limit_{n}" for n in _SHORT)
+    + ("log2_since_user_last_end", "limit_x_user_ratio")
+    + tuple(f"expert{i}_error" for i in range(len(EXPERTS)))
+    + ("anchor", "anchor_kind")
+    + CATEGORICAL
+)
+#: Positions of the categorical columns in a row.
+CATEGORICAL_INDEX = tuple(COLUMNS.index(c) for c in CATEGORICAL)
+_SHORT_INDEX = tuple(SUMMARY_NAMES.index(n) for n in _SHORT)
+_LAST = SUMMARY_NAMES.index("last")
+_RATIO = SUMMARY_NAMES.index("ratio")
+_MEDIAN = SUMMARY_NAMES.index("median")
+
+
+def _first_token_code(name: str) -> float:
+    match = _TOKEN.search(name)
+    if not match:
+        return _NAN
+    return float(zlib.crc32(match.group(0).lower().encode()) % NAME_HASH_BUCKETS)
+
+
+class CategoryCodes:
+    """Integer codes for the most frequent accounts, partitions and QOS.
+
+    The :data:`OTHER_CODE` most frequent values of each field get codes ``0..253``;
+    anything else (including values first seen after the fit) gets :data:`OTHER_CODE`;
+    an empty value is missing (NaN).
+    """
+
+    FIELDS = ("account", "partition", "qos")
+
+    def __init__(self, jobs: Sequence[JobRecord] = ()) -> None:
+        self.codes: dict[str, dict[str, int]] = {}
+        for field in self.FIELDS:
+            counts = Counter(getattr(job, field) for job in jobs)
+            counts.pop("", None)
+            self.codes[field] = {value: i for i, (value, _) in enumerate(counts.most_common(OTHER_CODE))}
+
+    def row(self, job: JobRecord) -> tuple[float, ...]:
+        """Codes of the job's account, partition and QOS."""
+        out = []
+        for field in self.FIELDS:
+            value = getattr(job, field)
+            out.append(float(self.codes[field].get(value, OTHER_CODE)) if value else _NAN)
+        return tuple(out)
+
+
+class Snapshot(NamedTuple):
+    """Everything known about a job at one moment (what :meth:`FeatureState.snapshot` returns).
+
+    Attributes:
+        experts: log2 estimate of each of :data:`EXPERTS` (NaN when it has none).
+        chosen: index of the trusted expert, ``-1`` when none has a value.
+        anchor: log2 estimate the learned models correct: the chosen expert's value, else
+            log2 of the time limit, else the site's median run time, else one hour.
+        runs: runs behind the chosen expert (0 for none).
+        row: feature row (:data:`COLUMNS`).
+    """
+
+    experts: tuple[float, ...]
+    chosen: int
+    anchor: float
+    runs: int
+    row: tuple[float, ...]
+
+
+class FeatureState:
+    """History statistics and per-user expert records; updated run by run."""
+
+    def __init__(self, codes: CategoryCodes | None = None) -> None:
+        self.codes = codes or CategoryCodes()
+        self.overall = RunStats()
+        self.users = StatsTable()
+        self.pairs = StatsTable()
+        self.pair_units = StatsTable()
+        self.user_units = StatsTable()
+        self.user_limits = StatsTable()
+        self.expert_errors: dict[str, list[float]] = {}
+        self.site_errors = [0.0] * len(EXPERTS)
+
+    def add(self, job: JobRecord, run: Run) -> None:
+        """Fold one finished run into every statistics table."""
+        user, name, size = job.user, job.name, units(job)
+        self.overall.add(run)
+        self.users.add((user,), run)
+        self.pairs.add((user, name), run)
+        self.pair_units.add((user, name, size), run)
+        self.user_units.add((user, size), run)
+        self.user_limits.add((user, job.time_limit_s), run)
+
+    def score(self, user: str, experts: Sequence[float], log_runtime: float) -> None:
+        """Charge each expert its log2 error on a finished run of ``user`` (values as of its submit)."""
+        charges = [MAX_CHARGE if v != v else min(abs(v - log_runtime), MAX_CHARGE) for v in experts]
+        record = self.expert_errors.get(user)
+        if record is None:
+            record = list(self.site_errors)
+        self.expert_errors[user] = [USER_DECAY * r + (1 - USER_DECAY) * c for r, c in zip(record, charges)]
+        self.site_errors = [SITE_DECAY * r + (1 - SITE_DECAY) * c for r, c in zip(self.site_errors, charges)]
+
+    def _expert_stats(self, job: JobRecord) -> tuple[RunStats | None, ...]:
+        user, name = job.user, job.name
+        return (self.pair_units.get((user, name, units(job))), self.pairs.get((user, name)),
+                self.user_limits.get((user, job.time_limit_s)), self.users.get((user,)))
+
+    def snapshot(self, job: JobRecord) -> Snapshot:
+        """The job's experts, trusted expert, anchor and feature row from the statistics now."""
+        user, name, size = job.user, job.name, units(job)
+        limit = limit_of(job)
+        log_limit = math.log2(limit) if limit is not None else _NAN
+        stats = self._expert_stats(job)
+        experts = tuple(_NAN if s is None else min(s.summary()[_LAST], log_limit) if limit else s.summary()[_LAST]
+                        for s in stats)
+        errors = self.expert_errors.get(user, self.site_errors)
+        chosen, best = -1, math.inf
+        for i, value in enumerate(experts):
+            if value == value and errors[i] < best:
+                chosen, best = i, errors[i]
+        if chosen >= 0:
+            anchor, runs = experts[chosen], stats[chosen].count  # type: ignore[union-attr]
+        elif limit is not None:
+            anchor, runs = log_limit, 0
+        elif self.overall.count:
+            anchor, runs = self.overall.summary()[_MEDIAN], 0
+        else:
+            anchor, runs = math.log2(3600.0), 0
+        user_stats = stats[3]
+        user_summary = user_stats.summary() if user_stats is not None else EMPTY_SUMMARY
+        pair_summary = stats[1].summary() if stats[1] is not None else EMPTY_SUMMARY
+        pair_units = stats[0].summary() if stats[0] is not None else EMPTY_SUMMARY
+        user_units = self.user_units.summary((user, size))
+        user_limit = stats[2].summary() if stats[2] is not None else EMPTY_SUMMARY
+        submit = job.submit_time
+        since = (math.log2(max(1.0, submit - user_stats.last_end))
+                 if user_stats is not None and submit > user_stats.last_end else _NAN)
+        row = (
+            log_limit,
+            math.log2(size),
+            math.log2(max(1, job.nodes)),
+            math.log2(1 + max(0, job.gpus)),
+            (submit % 86400) / 3600.0,
+            float((int(submit // 86400) + 3) % 7),
+            *user_summary,
+            *pair_summary,
+            *(pair_units[i] for i in _SHORT_INDEX),
+            *(user_units[i] for i in _SHORT_INDEX),
+            *(user_limit[i] for i in _SHORT_INDEX),
+            since,
+            log_limit + user_summary[_RATIO],
+            *errors,
+            anchor,
+            float(chosen),
+            *self.codes.row(job),
+            _first_token_code(name),
+        )
+        return Snapshot(experts, chosen, anchor, runs, row)
+
+
+def replay(history: Sequence[JobRecord], codes: CategoryCodes) -> tuple[FeatureState, list[JobRecord],
+                                                                         list[Snapshot], list[float]]:
+    """Rebuild every run's submit-time snapshot from a history of finished jobs.
+
+    Jobs are visited in submit order; before each, the runs that ended at or before its
+    submit time are folded into the statistics (and their experts scored), so a snapshot
+    sees exactly what a prediction at that moment would have seen.
+
+    Returns:
+        (state, jobs, snapshots, targets): the statistics after every run (what
+        ``update`` would have built), the jobs that ran in submit order, their
+        snapshots and their log2 run times.
+    """
+    runs = [(job, run) for job in history if (run := run_of(job)) is not None]
+    order = sorted(range(len(runs)), key=lambda i: (runs[i][0].submit_time, runs[i][0].job_id))
+    by_end = sorted(range(len(runs)), key=lambda i: runs[i][1].end)
+    state = FeatureState(codes)
+    taken: dict[int, Snapshot] = {}
+    snapshots: list[Snapshot] = []
+    done = 0
+
+    def finish(i: int) -> None:
+        job, run = runs[i]
+        state.add(job, run)
+        state.score(job.user, taken.pop(i).experts, run.log_runtime)
+
+    for i in order:
+        job = runs[i][0]
+        while done < len(by_end) and runs[by_end[done]][1].end <= job.submit_time and by_end[done] in taken:
+            finish(by_end[done])
+            done += 1
+        taken[i] = snap = state.snapshot(job)
+        snapshots.append(snap)
+    for i in by_end[done:]:
+        finish(i)
+    return state, [runs[i][0] for i in order], snapshots, [runs[i][1].log_runtime for i in order]

@@ -1,0 +1,139 @@
+"""Predictors on small generated histories: cold start, names, pathological values, persistence."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from slurmsched.errors import ConfigError
+from slurmsched.model import JobRecord, JobState
+from slurmsched.predict.evaluate import evaluate
+from slurmsched.predict.gbm import MIN_TRAIN_JOBS, ModelFormatError, SlurmschedPredictor
+from slurmsched.predict.registry import PREDICTORS, make_predictor
+from slurmsched.predict.schedule import RefitSchedule
+
+NAMES = tuple(PREDICTORS)
+
+
+def job(job_id: int, user: str, name: str, runtime: float | None, submit: float, limit: int | None = 3600,
+        gpus: int = 1, state: JobState = JobState.COMPLETED) -> JobRecord:
+    start = None if runtime is None else submit
+    end = None if runtime is None else submit + runtime
+    return JobRecord(job_id=job_id, user=user, name=name, submit_time=submit, start_time=start, end_time=end,
+                     time_limit_s=limit, gpus=gpus, state=state)
+
+
+def workload(n: int, seed: int = 1) -> list[JobRecord]:
+    """Users re-running a few named jobs whose run times repeat with some noise."""
+    rng = random.Random(seed)
+    projects = {(f"u{u}", f"train-{p}"): rng.choice([60, 300, 1800, 7200]) for u in range(8) for p in range(3)}
+    keys = sorted(projects)
+    jobs = []
+    for i in range(n):
+        user, name = keys[rng.randrange(len(keys))]
+        base = projects[(user, name)]
+        runtime = base if rng.random() < 0.6 else base * rng.uniform(0.3, 1.5)
+        jobs.append(job(i + 1, user, name, round(runtime), submit=i * 600.0, limit=4 * 7200))
+    return jobs
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_empty_history_and_cold_start(name: str) -> None:
+    predictor = make_predictor(name)
+    predictor.fit([])
+    with_limit, without = predictor.predict([job(1, "new", "x", None, 0.0, limit=900),
+                                             job(2, "new", "x", None, 0.0, limit=None)])
+    assert with_limit.estimate_s == 900 and "limit" in with_limit.source
+    assert without.estimate_s == 3600 and "default" in without.source
+    for p in (with_limit, without):
+        assert 0 < p.low_s <= p.estimate_s <= p.high_s
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pathological_values_never_raise(name: str) -> None:
+    history = [job(1, "a", "z", 0, 0.0), job(2, "a", "z", 0, 10.0, limit=None),
+               job(3, "a", "long", 5000, 20.0, limit=600, state=JobState.TIMEOUT),
+               job(4, "a", "never-ran", None, 30.0, state=JobState.CANCELLED),
+               job(5, "b", "", 100, 40.0, limit=0, gpus=0)]
+    predictor = make_predictor(name)
+    predictor.fit(history)
+    predictor.update([job(6, "a", "z", 0, 50.0)])
+    out = predictor.predict([job(10, "a", "z", None, 100.0), job(11, "a", "long", None, 100.0, limit=600),
+                             job(12, "b", "", None, 100.0, limit=None, gpus=0), job(13, "c", "q", None, 100.0,
+                                                                                     limit=-5)])
+    assert [p.job_id for p in out] == [10, 11, 12, 13]
+    for p in out:
+        assert all(math.isfinite(v) and v >= 1 for v in (p.low_s, p.estimate_s, p.high_s))
+        assert p.low_s <= p.estimate_s <= p.high_s and p.source
+    assert out[1].estimate_s <= 600 and out[1].high_s <= 600  # never past the time limit
+
+
+def test_identical_names_across_users_are_kept_apart() -> None:
+    history = []
+    for i in range(150):
+        history.append(job(2 * i + 1, "alice", "train", 100, i * 1000.0))
+        history.append(job(2 * i + 2, "bob", "train", 10000, i * 1000.0, limit=20000))
+    for name in ("slurmsched", "helios", "last2"):
+        predictor = make_predictor(name)
+        predictor.fit(history)
+        alice, bob = predictor.predict([job(900, "alice", "train", None, 1e6),
+                                        job(901, "bob", "train", None, 1e6, limit=20000)])
+        assert alice.estimate_s == pytest.approx(100, rel=0.01), name
+        assert bob.estimate_s == pytest.approx(10000, rel=0.01), name
+
+
+def test_new_name_of_known_user_and_new_user_say_so() -> None:
+    predictor = SlurmschedPredictor()
+    predictor.fit(workload(MIN_TRAIN_JOBS + 100))
+    assert predictor.version.startswith("gbm-")
+    known, new_name, new_user = predictor.predict([job(1, "u1", "train-0", None, 1e7),
+                                                   job(2, "u1", "brand-new", None, 1e7),
+                                                   job(3, "stranger", "x", None, 1e7)])
+    assert "user+name" in known.source and predictor.version in known.source
+    assert "user+name" not in new_name.source and "user" in new_name.source
+    assert "cold start" in new_user.source and new_user.estimate_s <= 4 * 7200
+
+
+def test_update_moves_estimates_between_refits() -> None:
+    predictor = SlurmschedPredictor()
+    predictor.fit(workload(MIN_TRAIN_JOBS + 50))
+    version = predictor.version
+    predictor.update([job(5000, "u3", "fresh", 4321, 1e7, limit=86400)])
+    (p,) = predictor.predict([job(5001, "u3", "fresh", None, 1e7 + 5000, limit=86400)])
+    assert p.estimate_s == 4321 and predictor.version == version
+
+
+def test_round_trip_and_corrupt_blob() -> None:
+    predictor = SlurmschedPredictor()
+    predictor.fit(workload(MIN_TRAIN_JOBS + 50))
+    pending = [job(1, "u2", "train-1", None, 1e7), job(2, "zz", "q", None, 1e7, limit=None)]
+    restored = SlurmschedPredictor.from_bytes(predictor.to_bytes())
+    assert restored.version == predictor.version
+    assert restored.predict(pending) == predictor.predict(pending)
+    with pytest.raises(ModelFormatError, match="unreadable"):
+        SlurmschedPredictor.from_bytes(b"not a model")
+
+
+def test_unknown_predictor_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown predictor 'nope'"):
+        make_predictor("nope")
+
+
+def test_refit_schedule() -> None:
+    schedule = RefitSchedule(min_jobs=10, min_new_jobs=5, growth=0.5, interval_s=100.0)
+    assert not schedule.due(9, None, 0.0, None) and schedule.due(10, None, 0.0, None)
+    assert not schedule.due(14, 10, 1000.0, 0.0)          # too few new jobs, whatever the time
+    assert schedule.due(15, 10, 1.0, 0.0)                 # grew by half
+    assert not schedule.due(26, 20, 50.0, 0.0) and schedule.due(26, 20, 100.0, 0.0)  # interval
+
+
+def test_online_evaluation_beats_last2_on_repeating_work() -> None:
+    result = evaluate(workload(1500), [make_predictor(n) for n in ("slurmsched", "last2", "helios")],
+                      schedule=RefitSchedule(min_jobs=200, min_new_jobs=200, growth=0.5, interval_s=None))
+    assert result.jobs == 1500 and result.refits >= 2
+    scores = {r.name: r.accuracy for r in result.results}
+    assert scores["slurmsched"].median_abs_log2_error < scores["last2"].median_abs_log2_error
+    assert scores["slurmsched"].within_50pct > scores["last2"].within_50pct
+    assert 0.5 < scores["slurmsched"].spread_coverage <= 1.0

@@ -3,13 +3,13 @@
 Slurm's multifactor priority is ``sum(weight_i * factor_i) + SiteFactor - Nice`` with
 every factor in [0, 1]. slurmsched's ``qssf`` moves a job to the *guard level* (the
 highest SiteFactor, ``step`` above every other level) once it has waited
-``max_wait_h``. Let X be such a job and Y a job
+``max_wait_h`` (counted in ``aging_step_h`` clock ticks). Let X be such a job and Y a job
 submitted after X that has not reached the guard: Y can only start first if its other
 factors beat X's by more than ``step``. Y's age factor is never above X's, so the
 most Y can gain is the sum of the non-age weights (fair-share, job size, partition,
 QOS, TRES). Hence, when ``step`` exceeds that sum (always in ``dominate`` mode), no
-job submitted later overtakes a job that has waited ``max_wait_h`` (+ one daemon
-interval until the next cycle applies it) because of slurmsched; among
+job submitted later overtakes a job that has waited ``max_wait_h + aging_step_h``
+(+ one daemon interval until the next cycle applies it) because of slurmsched; among
 guard-level jobs Slurm's own factors decide, as without slurmsched.
 
 Note that a SiteFactor spread below ``PriorityWeightAge`` alone gives no such bound:
@@ -61,8 +61,8 @@ def guaranteed_wait_bound(config: Config, scheduler: SchedulerConfig) -> WaitBou
         return WaitBound(None, f"{config.planner.mode} mode: a level step of {step} does not exceed the "
                                f"non-age PriorityWeight* sum {others}, so fair-share/QOS/size can keep a job "
                                "that reached the aging guard behind later ones")
-    bound = policy.args.max_wait_h * 3600.0 + config.daemon.interval_s
-    return WaitBound(bound, f"after max_wait_h={policy.args.max_wait_h:g} h (+ one {config.daemon.interval_s:g} s"
-                            " cycle) a job "
+    bound = (policy.args.max_wait_h + policy.args.aging_step_h) * 3600.0 + config.daemon.interval_s
+    return WaitBound(bound, f"after max_wait_h={policy.args.max_wait_h:g} h (+ aging_step_h="
+                            f"{policy.args.aging_step_h:g} h + one {config.daemon.interval_s:g} s cycle) a job "
                             f"holds the guard level, {step} above every other level, more than the non-age "
                             f"PriorityWeight* sum {others}: no later job overtakes it because of slurmsched")

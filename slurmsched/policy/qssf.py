@@ -6,13 +6,15 @@ A job's service is its predicted duration times its GPUs (CPU-only jobs count
 Aging keeps that from starving big jobs, in two parts:
 
 * while a job waits, its score halves every ``halflife_h`` hours, so a job 2^k times
-  bigger than a new one passes it after ``k x halflife_h`` hours of extra waiting. The
-  hours are counted in whole ticks of the wall clock (``floor(now / halflife)``), the
-  same instants for every job: between two ticks no score changes, so an unchanged
-  queue needs no SiteFactor update;
+  bigger than a new one passes it after ``k x halflife_h`` hours of extra waiting;
 * the hard guard: once a job has waited ``max_wait_h`` its score is 0, which puts it
   ahead of every job whose guard has not expired; among expired jobs the earlier
-  submission goes first. So reordering delays no job beyond ``max_wait_h``.
+  submission goes first.
+
+Waiting time is counted in whole ``aging_step_h`` ticks of the wall clock
+(``floor(now / step) - floor(submit / step)``), the same instants for every job:
+between two ticks no score changes, so an unchanged queue needs no SiteFactor update.
+Reordering therefore delays no job beyond ``max_wait_h + aging_step_h``.
 
 Ties are broken by submit time, then job id, so the order is deterministic.
 """
@@ -34,13 +36,16 @@ class QssfArgs:
     """``[policy.qssf]`` (shared by ``qssf-noaging``, which ignores the aging keys).
 
     Attributes:
-        max_wait_h: the hard guard: no job waits longer than this because of reordering.
-        halflife_h: a waiting job's score halves every so many hours (whole clock ticks).
+        max_wait_h: the hard guard: no job waits longer than this (plus one aging step)
+            because of reordering.
+        halflife_h: a waiting job's score halves every so many hours of waiting.
+        aging_step_h: waiting is counted in whole clock ticks of this length.
         cpu_gpu_weight: GPUs one CPU counts as, for CPU-only jobs.
     """
 
     max_wait_h: float = 72.0
     halflife_h: float = 6.0
+    aging_step_h: float = 1.0
     cpu_gpu_weight: float = 0.125
 
     def validate(self, prefix: str) -> None:
@@ -49,6 +54,8 @@ class QssfArgs:
             raise ConfigError(f"{prefix}.max_wait_h must be > 0 (got {self.max_wait_h})")
         if not self.halflife_h > 0:
             raise ConfigError(f"{prefix}.halflife_h must be > 0 (got {self.halflife_h})")
+        if not 0 < self.aging_step_h <= self.max_wait_h:
+            raise ConfigError(f"{prefix}.aging_step_h must be > 0 and <= max_wait_h (got {self.aging_step_h})")
         if not self.cpu_gpu_weight > 0:
             raise ConfigError(f"{prefix}.cpu_gpu_weight must be > 0 (got {self.cpu_gpu_weight})")
 
@@ -76,32 +83,37 @@ class QssfPolicy(ScoringPolicy):
         self.aging = aging
         self.name = "qssf" if aging else "qssf-noaging"
         self.guard_s = self.args.max_wait_h * 3600.0 if aging else None
-        self._halflife_s = self.args.halflife_h * 3600.0
+        self._step_s = self.args.aging_step_h * 3600.0
+        self._halvings_per_step = self.args.aging_step_h / self.args.halflife_h
 
-    def halvings(self, job: JobRecord, now: float) -> int:
-        """Clock ticks of ``halflife_h`` passed since the job was submitted."""
-        step = self._halflife_s
-        return max(0, math.floor(now / step) - math.floor(job.submit_time / step))
+    def waited_s(self, job: JobRecord, now: float) -> float:
+        """Waiting time as aging counts it: whole ``aging_step_h`` clock ticks since submission."""
+        step = self._step_s
+        return max(0, math.floor(now / step) - math.floor(job.submit_time / step)) * step
+
+    def halvings(self, job: JobRecord, now: float) -> float:
+        """How many times the job's score has halved (fractional)."""
+        return self.waited_s(job, now) / self._step_s * self._halvings_per_step
 
     def service(self, job: JobRecord, prediction: Prediction | None) -> float:
         """Predicted duration x GPUs (or CPU GPU-equivalents), in GPU-seconds."""
         return _estimate(job, prediction) * gpu_equivalents(job, self.args.cpu_gpu_weight)
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
-        """Service halved per aging tick waited; 0 once the guard expired."""
+        """Service halved once per ``halflife_h`` waited; 0 once the guard expired."""
         service = self.service(job, prediction)
         if self.guard_s is None:
             return service
-        if now - job.submit_time >= self.guard_s:
+        waited = self.waited_s(job, now)
+        if waited >= self.guard_s:
             return 0.0
-        return math.ldexp(service, -self.halvings(job, now))
+        return service * 2.0 ** -(waited / self._step_s * self._halvings_per_step)
 
     def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
-        """The next aging tick, or the guard's expiry if sooner; never without aging."""
-        if self.guard_s is None or now - job.submit_time >= self.guard_s:
+        """The next aging tick while the guard has not expired; never without aging."""
+        if self.guard_s is None or self.waited_s(job, now) >= self.guard_s:
             return math.inf
-        step = self._halflife_s
-        return min((math.floor(now / step) + 1) * step, job.submit_time + self.guard_s)
+        return (math.floor(now / self._step_s) + 1) * self._step_s
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
         """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 72 h guard ...``."""
@@ -111,13 +123,12 @@ class QssfPolicy(ScoringPolicy):
                 f" = {self.service(job, prediction) / 3600:.1f} GPU-h ({source})")
         if self.guard_s is None:
             return text
-        waited = max(0.0, now - job.submit_time)
+        waited = self.waited_s(job, now)
         if waited >= self.guard_s:
-            return (f"{text}; waited {waited / 3600:.1f} h: {self.args.max_wait_h:g} h guard reached,"
+            return (f"{text}; waited {waited / 3600:.0f} h: {self.args.max_wait_h:g} h guard reached,"
                     " ahead of every later job")
-        halvings = self.halvings(job, now)
-        return (f"{text}; waiting {waited / 3600:.1f} h of {self.args.max_wait_h:g} h guard, score halved"
-                f" {halvings} time{'s' if halvings != 1 else ''} -> {self.score(job, prediction, now) / 3600:.2f} GPU-h")
+        return (f"{text}; waiting {waited / 3600:.0f} h of {self.args.max_wait_h:g} h guard, score halved"
+                f" {self.halvings(job, now):.2g}x -> {self.score(job, prediction, now) / 3600:.2f} GPU-h")
 
 
 def _estimate(job: JobRecord, prediction: Prediction | None) -> float:

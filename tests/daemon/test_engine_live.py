@@ -18,7 +18,7 @@ from slurmsched.gateway.cli_backend import CliGateway
 from slurmsched.model import SetSiteFactor, SetSwitches
 from slurmsched.planner import Planner, revert_actions
 from slurmsched.policy import make_policy
-from slurmsched.predict.baselines import UserLimitPredictor
+from slurmsched.predict.registry import make_predictor
 from slurmsched.store.repository import SqlJobRepository
 
 pytestmark = pytest.mark.slurm
@@ -38,7 +38,7 @@ def repository(tmp_path):
 
 
 def engine_for(gateway, repository, policy: str = "qssf", **kwargs) -> Engine:
-    predictor = UserLimitPredictor()
+    predictor = make_predictor("user_limit")  # predicts the time limit: a known order
     predictor.fit([])
     return Engine(gateway, repository, predictor, make_policy(policy), Planner(Config()), **kwargs)
 

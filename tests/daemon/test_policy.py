@@ -44,6 +44,7 @@ def test_registry_names_and_unknown_policy() -> None:
     ({"cpu_gpu_weight": 0}, r"policy\.qssf\.cpu_gpu_weight must be > 0 \(got 0\.0\)"),
     ({"max_wait_h": -1}, r"policy\.qssf\.max_wait_h must be > 0"),
     ({"halflife_h": 0}, r"policy\.qssf\.halflife_h must be > 0"),
+    ({"aging_step_h": 100}, r"policy\.qssf\.aging_step_h must be > 0 and <= max_wait_h"),
     ({"max_wait_h": "soon"}, r"policy\.qssf\.max_wait_h must be a number \(got 'soon'\)"),
     ({"typo": 1}, r"unknown key policy\.qssf\.typo"),
 ])
@@ -110,17 +111,19 @@ def test_aging_guard_puts_a_job_that_waited_max_wait_ahead_of_later_jobs() -> No
 
 
 def test_scores_change_only_at_aging_ticks_and_the_guard() -> None:
-    policy = make_policy("qssf", {"halflife_h": 1, "max_wait_h": 5.5})
+    policy = make_policy("qssf", {"halflife_h": 2, "aging_step_h": 1, "max_wait_h": 5.5})
     waiting = job(1, gpus=4, submitted_h_ago=3)
     p = predicted(1, 5)
     within = [NOW + 60 * k for k in range(60)]
     assert {policy.score(waiting, p, t) for t in within} == {policy.score(waiting, p, NOW)}
     assert {policy.changes_at(waiting, p, t) for t in within} == {NOW + HOUR}
-    assert policy.score(waiting, p, NOW + HOUR) == policy.score(waiting, p, NOW) / 2
-    # The guard expires between ticks (5.5 h after submission) and is reported as the next change.
-    assert policy.changes_at(waiting, p, NOW + 2 * HOUR) == waiting.submit_time + 5.5 * HOUR
-    assert policy.score(waiting, p, waiting.submit_time + 5.5 * HOUR) == 0.0
-    assert policy.changes_at(waiting, p, waiting.submit_time + 5.5 * HOUR) == math.inf
+    # One halving per 2 h of waiting, in 1 h steps.
+    assert policy.score(waiting, p, NOW + HOUR) == pytest.approx(policy.score(waiting, p, NOW) / 2 ** 0.5)
+    assert policy.score(waiting, p, NOW) == pytest.approx(4 * 5 * HOUR / 2 ** 1.5)
+    # The guard counts whole ticks too: 5.5 h is reached at the 6th tick, and then nothing changes any more.
+    assert policy.score(waiting, p, waiting.submit_time + 5.5 * HOUR) > 0
+    assert policy.score(waiting, p, waiting.submit_time + 6 * HOUR) == 0.0
+    assert policy.changes_at(waiting, p, waiting.submit_time + 6 * HOUR) == math.inf
     assert make_policy("qssf-noaging").changes_at(waiting, p, NOW) == math.inf
     assert make_policy("fifo").changes_at(waiting, p, NOW) == math.inf
 
@@ -142,7 +145,7 @@ def test_reasons_say_what_the_score_is_made_of() -> None:
     j = job(1, gpus=4, submitted_h_ago=3)
     reason = policy.explain(j, predicted(1, 2.1), NOW)
     assert reason.startswith("predicted 2.1 h x 4 GPUs = 8.4 GPU-h (user+name history, 12 runs)")
-    assert "waiting 3.0 h of 24 h guard, score halved 1 time -> 4.20 GPU-h" in reason
+    assert "waiting 3 h of 24 h guard, score halved 1x -> 4.20 GPU-h" in reason
     cpu = policy.explain(job(2, gpus=0, cpus=16), predicted(2, 1), NOW)
     assert "16 CPUs x 0.125 GPU/CPU = 2.0 GPU-h" in cpu
     expired = policy.explain(job(3, submitted_h_ago=30), predicted(3, 1), NOW)

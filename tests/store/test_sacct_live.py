@@ -54,7 +54,9 @@ def finished_jobs(slurm_cluster) -> Iterator[tuple[float, list[int]]]:
         return slurm_cluster.run("squeue", "-h", "--states=all", "-j", str(job_id), "-o", "%T",
                                  check=False).stdout.strip()
 
-    requeued = submit("requeued", "sleep 4", "--requeue")
+    # Runs until requeued (however slow the test is to get there), then finishes at once.
+    requeued = submit("requeued", 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then sleep 1; else sleep 120; fi',
+                      "--requeue")
     plain = submit("plain", "sleep 1")
     try:
         _wait("the job to run", lambda: state(requeued) == "RUNNING")
@@ -63,10 +65,14 @@ def finished_jobs(slurm_cluster) -> Iterator[tuple[float, list[int]]]:
         # A requeued job waits out a begin-time delay; let it start again now.
         slurm_cluster.run("scontrol", "update", f"JobId={requeued}", "StartTime=now")
         _wait("both jobs to finish", lambda: state(requeued) == "COMPLETED" and state(plain) == "COMPLETED")
-        # slurmdbd records a finished job a few seconds late.
+        # slurmdbd records a finished job a few seconds late, and sacct's state-and-time-window
+        # query (what finished_since runs) shows it a few seconds after 'sacct -j' does.
         _wait("accounting to show both attempts",
               lambda: [s for j, _, s in sacct_attempts(slurm_cluster, [requeued, plain])] ==
               ["REQUEUED", "COMPLETED", "COMPLETED"] or None)
+        gateway = CliGateway(slurm_conf=str(slurm_cluster.conf), env=slurm_cluster.env)
+        _wait("finished_since to list all three attempts",
+              lambda: sum(r.job_id in (requeued, plain) for r in gateway.finished_since(since)) == 3)
         yield since, [requeued, plain]
     finally:
         slurm_cluster.run("scancel", str(requeued), str(plain), check=False)

@@ -61,9 +61,9 @@ def get_config(ctx: click.Context) -> Config:
 
 
 def _register() -> None:
-    from slurmsched.cli import cluster, daemon, db, history, simulate
+    from slurmsched.cli import cluster, daemon, db, history, predict, simulate
 
-    for module in (cluster, daemon, db, history, simulate):
+    for module in (cluster, daemon, db, history, predict, simulate):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -1,0 +1,107 @@
+"""``slurmsched predict evaluate`` on generated data, ``slurmsched predict JOBID`` on the live cluster."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurmsched.cli import main
+from slurmsched.model import JobRecord, JobState
+from slurmsched.store.repository import SqlJobRepository
+
+KEYS = ("median_abs_log2_error", "within_50pct", "within_2x", "mae_s", "under_rate")
+
+
+def _swf(path: Path, n: int, seed: int = 3) -> None:
+    """An SWF trace of users re-running a few executables with repeating run times."""
+    rng = random.Random(seed)
+    lines = ["; UnixStartTime: 1000000000", "; MaxProcs: 64", "; MaxNodes: 64"]
+    typical = {(u, e): rng.choice([30, 300, 3000, 20000]) for u in range(6) for e in range(4)}
+    for i in range(n):
+        user, exe = rng.randrange(6), rng.randrange(4)
+        run = typical[(user, exe)] if rng.random() < 0.7 else int(typical[(user, exe)] * rng.uniform(0.2, 1.2))
+        lines.append(f"{i + 1} {i * 300} 5 {run} 4 -1 -1 4 {4 * typical[(user, exe)]} -1 1 {user} 1 {exe} 1 -1 -1 -1")
+    lines.append("this line is broken")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(main, list(args), env={"SLURMSCHED_CONFIG": None})
+
+
+def test_evaluate_trace_json_table_and_plot(tmp_path: Path) -> None:
+    trace = tmp_path / "t.swf"
+    _swf(trace, 600)
+    out = _invoke("predict", "evaluate", "--trace", str(trace), "--format", "swf", "--json")
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)
+    assert result["jobs"] == 600
+    assert set(result["predictors"]) == {"user_limit", "helios", "last2", "slurmsched"}
+    for metrics in result["predictors"].values():
+        assert set(KEYS) <= set(metrics)
+        assert 0 <= metrics["within_50pct"] <= metrics["within_2x"] <= 1
+    assert "skipped 1 unreadable line(s): 604" in out.stderr
+    plot = tmp_path / "errors.png"
+    table = _invoke("predict", "evaluate", "--trace", str(trace), "--format", "swf", "--plot", str(plot))
+    assert table.exit_code == 0, table.output
+    assert "600 jobs" in table.stdout and "slurmsched" in table.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_from_db_without_time_limits_skips_user_limit(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    repo = SqlJobRepository.from_url(url)
+    repo.upgrade()
+    jobs = [JobRecord(job_id=i, user=f"u{i % 3}", name=f"n{i % 2}", submit_time=1e9 + 100 * i,
+                      start_time=1e9 + 100 * i, end_time=1e9 + 100 * i + 50 * (1 + i % 3),
+                      state=JobState.COMPLETED, cluster="c") for i in range(1, 301)]
+    repo.ingest_finished(jobs)
+    repo.close()
+    out = _invoke("predict", "evaluate", "--from-db", "--db", url, "--json")
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)
+    assert result["jobs"] == 300 and set(result["predictors"]) == {"helios", "last2", "slurmsched"}
+
+
+def test_evaluate_usage_errors(tmp_path: Path) -> None:
+    assert "give either --trace" in _invoke("predict", "evaluate").output
+    assert "--trace needs --format" in _invoke("predict", "evaluate", "--trace", "x").output
+    missing = _invoke("predict", "evaluate", "--trace", str(tmp_path / "none.swf"), "--format", "swf")
+    assert missing.exit_code == 2 and "error: cannot read trace" in missing.stderr
+
+
+@pytest.mark.slurm
+def test_predict_jobid_shows_estimate_spread_and_source(tmp_path: Path, slurm_cluster, slurm_jobs) -> None:
+    config = tmp_path / "slurmsched.toml"
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    config.write_text(f'[slurm]\nconf = "{slurm_cluster.conf}"\n[db]\nurl = "{url}"\n'
+                      f'[daemon]\nstate_dir = "{tmp_path}"\npredictor = "slurmsched"\n')
+    user = slurm_cluster.run("id", "-un").stdout.strip()
+    name = slurm_jobs.prefix + "train"
+    now = time.time()
+    repo = SqlJobRepository.from_url(url)
+    repo.upgrade()
+    repo.ingest_finished([JobRecord(job_id=90_000_000 + i, user=user, name=name, submit_time=now - 4000 + i * 600,
+                                    start_time=now - 4000 + i * 600, end_time=now - 4000 + i * 600 + 420,
+                                    state=JobState.COMPLETED, time_limit_s=3600, gpus=1, cluster="slurmsched")
+                          for i in range(3)])
+    repo.close()
+    job_id = slurm_jobs.submit("--hold", "--gres=gpu:1", "-t", "60", name="train")
+    slurm_jobs.wait_state(job_id, {"PENDING"})
+    shown = CliRunner().invoke(main, ["--config", str(config), "predict", str(job_id)], env={"SLURMSCHED_CONFIG": None})
+    assert shown.exit_code == 0, shown.output
+    assert f"job {job_id} ({user}, {name}, PENDING, time limit 01:00:00)" in shown.stdout
+    assert "predicted run time 00:07:00" in shown.stdout
+    assert "source: user+name, same size: last run (3 runs)" in shown.stdout
+    as_json = CliRunner().invoke(main, ["--config", str(config), "predict", "show", str(job_id), "--json"],
+                                 env={"SLURMSCHED_CONFIG": None})
+    data = json.loads(as_json.stdout)
+    assert data["estimate_s"] == 420 and data["low_s"] <= 420 <= data["high_s"] <= 3600
+    missing = CliRunner().invoke(main, ["--config", str(config), "predict", "999999999"],
+                                 env={"SLURMSCHED_CONFIG": None})
+    assert missing.exit_code == 1 and "job 999999999 is not in the queue" in missing.output

@@ -111,6 +111,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--load", type=float, default=3.0, help="offered load while jobs arrive (x GPUs)")
     parser.add_argument("--gpu-scale", type=float, default=0.5, help="GPU requests are multiplied by this")
     parser.add_argument("--interval", type=float, default=2.0, help="daemon cycle interval, seconds")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="keep the daemon's config, database and log here (default: a temporary directory)")
     args = parser.parse_args(argv)
     for key in ("jobs", "speedup", "max_run", "load", "gpu_scale", "interval"):
         if getattr(args, key) <= 0:
@@ -328,24 +330,35 @@ max_service_gpu_h = {180000 / scale / 3600:.9f}
         cache.unlink(missing_ok=True)
 
 
-def what_changed(config_path: Path, records: dict[int, JobRecord]) -> list[str]:
-    """What the daemon did to this arm's jobs, and how close its predictions were."""
+def what_changed(config_path: Path, records: dict[int, JobRecord]) -> tuple[list[str], int | None]:
+    """What the daemon did to this arm's jobs and how close its predictions were; a job worth explaining."""
     sent = adopted = 0
     errors = []
+    example, most = None, 0
     with closing(open_repository(load_config(config_path, environ={}))) as repo:
-        for job_id, job in records.items():
-            for _, d in repo.decisions_for(job_id):
-                sent += d.kind == "SetSiteFactor" and d.outcome == "ok"
-                adopted += d.outcome.startswith("adopted")
+        for job_id, job in sorted(records.items()):
+            decisions = [d for _, d in repo.decisions_for(job_id)]
+            sent += sum(d.kind == "SetSiteFactor" and d.outcome == "ok" for d in decisions)
+            adopted += sum(d.outcome.startswith("adopted") for d in decisions)
+            if len(decisions) > most:
+                example, most = job_id, len(decisions)
             prediction = repo.latest_prediction(job_id)
             if prediction is not None and job.runtime_s:
                 errors.append(abs(math.log2(max(prediction.estimate_s, 1.0) / max(job.runtime_s, 1.0))))
     lines = [f"{sent} SiteFactor updates sent by the daemon, {adopted} values given at submit by "
              "job_submit.lua (and adopted by the daemon)"]
     if errors:
-        lines.append(f"predicted run times of {len(errors)} jobs: median {2 ** statistics.median(errors):.2f}x off, "
+        lines.append(f"predicted run times of the {len(errors)} jobs that waited for a cycle: median "
+                     f"{2 ** statistics.median(errors):.2f}x off, "
                      f"{sum(e <= 1 for e in errors) / len(errors):.0%} within 2x")
-    return lines
+    return lines, example
+
+
+def explain(config_path: Path, job_id: int) -> list[str]:
+    """``slurmsched explain JOB`` against the arm's database."""
+    proc = subprocess.run([sys.executable, "-m", "slurmsched", "--config", str(config_path), "explain", str(job_id)],
+                          capture_output=True, text=True, cwd=REPO)
+    return (proc.stdout or proc.stderr).splitlines()
 
 
 def sprio_summary(env: dict[str, str]) -> list[str]:
@@ -383,6 +396,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     sample: list[str] = []
     (Path(env["SLURM_CONF"]).parent / CACHE_FILE_NAME).unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="live-replay-") as tmp:
+        state = (args.state_dir or Path(tmp)).resolve()
+        for old in ("slurmsched.db", "slurmsched.db-wal", "slurmsched.db-shm"):
+            (state / "state" / old).unlink(missing_ok=True)     # a fresh database for every run
+        state.mkdir(parents=True, exist_ok=True)
         print("\n== arm 1: stock multifactor (no daemon, no submit cache)", flush=True)
         since = time.time()
         ids = replay(shifted, env, "baseline")
@@ -390,11 +407,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         wait_idle(env)
         print(f"\n== arm 2: slurmsched qssf (daemon every {args.interval:g} s, job_submit.lua values "
               "arrivals at submit)", flush=True)
-        with slurmsched_daemon(env, history, args, Path(tmp)) as config_path:
+        with slurmsched_daemon(env, history, args, state) as config_path:
             since = time.time()
             ids = replay(shifted, env, "slurmsched", halfway=lambda: sample.extend(sprio_summary(env)))
             results["slurmsched"], records = collect(ids, env, since, "slurmsched")
-        changed = what_changed(config_path, records)
+        changed, example = what_changed(config_path, records)
+        explained = explain(config_path, example) if example is not None else []
     base, ours = results["baseline"], results["slurmsched"]
     print("\nwhat slurmsched changed:")
     for line in changed:
@@ -402,6 +420,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("sprio halfway through arm 2's submissions:")
     for line in sample:
         print("   " + line)
+    if explained:
+        print(f"slurmsched explain {example}:")
+        for line in explained:
+            print("   " + line)
+    if args.state_dir:
+        print(f"the daemon's config, database and log are in {args.state_dir} "
+              f"(slurmsched --config {args.state_dir / 'slurmsched.toml'} status)")
     print(f"\n{'':12}{'avg JCT':>10}{'avg wait':>10}{'p90 wait':>10}{'max wait':>10}{'makespan':>10}   (seconds)")
     for arm in (base, ours):
         print(f"{arm.name:12}{arm.avg_jct_s:>10.1f}{arm.avg_wait_s:>10.1f}{arm.p90_wait_s:>10.1f}"

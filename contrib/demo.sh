@@ -9,7 +9,14 @@
 # 4 nodes, 16 x a100 + 8 x v100, accounting in a private MariaDB), a sample workload of
 # GPU jobs named demo-* (jobs of an earlier run are cancelled first; a few pend because
 # the GPUs are full), then `slurmsched queue`: the gateway's view of jobs, SiteFactor and
-# GPU use. The cluster and the jobs are left running; `contrib/dev-cluster/down.sh` stops it.
+# GPU use. Then slurmsched at work (bench/live_replay.py --generated, a few minutes): the
+# sample jobs are cancelled and a short generated workload (heavy-tailed run times,
+# resubmitting users, mixed GPU sizes, over-asked limits; time compressed) runs twice on
+# the same cluster, on stock Slurm and with `slurmsched run` + job_submit.lua; it shows
+# what slurmsched changed (SiteFactor updates, sprio, `slurmsched explain` of one job) and
+# what it gained (avg JCT and waits of both runs). The daemon's config, database and log
+# stay in .state/demo (`slurmsched --config .state/demo/slurmsched.toml status`).
+# The cluster is left running; `contrib/dev-cluster/down.sh` stops it.
 # Honours SLURMSCHED_DEV_STATE / SLURMSCHED_DEV_PORT (which dev cluster to use).
 set -euo pipefail
 
@@ -65,6 +72,11 @@ wait_scheduled
 
 step "the gateway's view (slurmsched queue)"
 .venv/bin/slurmsched queue
+
+step "slurmsched at work: a generated workload on stock Slurm, then with the daemon (a few minutes)"
+cancel_jobs_named "$PREFIX"
+.venv/bin/python bench/live_replay.py --generated --history 300 --jobs 40 --speedup 60 --max-run 15 \
+    --load 3 --interval 2 --state-dir "$REPO/.state/demo"
 
 printf '\nThe cluster keeps running: source %s for Slurm commands; stop it with contrib/dev-cluster/down.sh\n' \
     "$SLURMSCHED_DEV_STATE/env.sh"

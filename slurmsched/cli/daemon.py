@@ -36,6 +36,15 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:.0f} s"
 
 
+def _service(score: float | None) -> str:
+    """A QSSF score (GPU-seconds) for humans; 0 means the aging guard was reached."""
+    if score == 0:
+        return "aging guard reached"
+    if score is None:
+        return "no score"
+    return f"score {score / 3600:.2f} GPU-h" if score >= 360 else f"score {score:.0f} GPU-s"
+
+
 def _repository(config: Config):
     from slurmsched.store.repository import open_repository
 
@@ -157,8 +166,7 @@ def status(ctx: click.Context, cycles: int) -> None:
 
 def _describe_decision(at: float, d: Decision) -> str:
     if d.kind == "rank":
-        score = "guard reached" if d.score == 0 else f"score {d.score / 3600:.2f} GPU-h" if d.score is not None else ""
-        return f"{_when(at)}  rank #{d.rank}  {score}: {d.reason}"
+        return f"{_when(at)}  rank #{d.rank}  {_service(d.score)}: {d.reason}"
     change = f"{d.previous} -> {d.new}" if d.previous is not None or d.new is not None else ""
     return f"{_when(at)}  {d.kind} {change}  [{d.outcome}]  {d.reason}"
 
@@ -184,8 +192,7 @@ def explain(ctx: click.Context, job_id: int) -> None:
     ranks = [(at, d) for at, d in decisions if d.kind == "rank"]
     if ranks:
         at, last = ranks[-1]
-        click.echo(f"latest ranking ({_when(at)}): #{last.rank}, "
-                   + ("aging guard reached" if last.score == 0 else f"score {(last.score or 0) / 3600:.2f} GPU-h"))
+        click.echo(f"latest ranking ({_when(at)}): #{last.rank}, {_service(last.score)}")
     click.echo("in force: " + ("; ".join(f"{c.kind} {c.original or '(none)'} -> {c.current}" for c in in_force)
                                or "nothing (job untouched or restored)"))
     click.echo("history:")

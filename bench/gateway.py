@@ -98,16 +98,26 @@ def start_cluster() -> dict[str, str]:
     return {**os.environ, **exported}
 
 
-def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
-    """Run a command; return (seconds, its peak RSS in MB, stdout)."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        sys.exit(f"bench/gateway.py: {argv[0]} exited {proc.returncode}")
-    return time.perf_counter() - started, usage.ru_maxrss / 1024, out
+#: Runs argv[1:] from a small interpreter and prints "seconds peak_rss_kb stdout_bytes": a child
+#: forked straight from this (large) process would report this process's pages as its peak RSS.
+_MEASURE = """
+import os, subprocess, sys, time
+started = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+size = len(proc.stdout.read())
+_, status, usage = os.wait4(proc.pid, 0)
+print(time.perf_counter() - started, usage.ru_maxrss, size, os.waitstatus_to_exitcode(status))
+"""
+
+
+def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """Run a command; return (seconds, its peak RSS in MB, bytes it printed)."""
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *argv], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    seconds, rss_kb, size, status = float(out[0]), int(out[1]), int(out[2]), int(out[3])
+    if status != 0:
+        sys.exit(f"bench/gateway.py: {argv[0]} exited {status}")
+    return seconds, rss_kb / 1024, size
 
 
 def live_figures(env: dict[str, str], count: int) -> dict[str, float]:
@@ -143,7 +153,7 @@ def live_figures(env: dict[str, str], count: int) -> dict[str, float]:
             snap = gateway.snapshot()
             snapshot_times.append(time.perf_counter() - started)
         assert sum(1 for j in snap.jobs if j.job_id in set(ids)) == len(ids)
-        squeue_s, squeue_rss_mb, raw = run_measured(["squeue", "--json", "-a"], env)
+        squeue_s, squeue_rss_mb, squeue_bytes = run_measured(["squeue", "--json", "-a"], env)
         return {
             "live_jobs": len(ids),
             "queue_jobs": len(snap.jobs),
@@ -153,7 +163,7 @@ def live_figures(env: dict[str, str], count: int) -> dict[str, float]:
             "snapshot_s": round(min(snapshot_times), 3),
             "squeue_json_s": round(squeue_s, 3),
             "squeue_json_rss_mb": round(squeue_rss_mb, 1),
-            "squeue_json_mb": round(len(raw) / 1e6, 2),
+            "squeue_json_mb": round(squeue_bytes / 1e6, 2),
         }
     finally:
         for start in range(0, len(ids), 1000):

@@ -22,7 +22,8 @@ log() { echo "entrypoint[$role]: $*" >&2; }
 wait_tcp() {  # wait_tcp HOST PORT [SECONDS]: until something accepts connections there
     local i
     for i in $(seq 1 "${3:-300}"); do
-        if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then return 0; fi
+        # bounded: a SYN sent before the peer's network is up is lost and connect() would hang
+        if timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; then return 0; fi
         sleep 1
     done
     log "gave up waiting for $1:$2"; return 1

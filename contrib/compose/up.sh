@@ -95,19 +95,25 @@ compose_up() {
 
 recreate_stale() {  # podman-compose keeps containers whose image was rebuilt; docker does not
     [ "$ENGINE" = podman ] || return 0
-    local stale=() c svc running want
-    for c in $("$ENGINE" ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}'); do
-        running=$("$ENGINE" container inspect -f '{{.Image}}' "$c")
-        want=$("$ENGINE" image inspect -f '{{.Id}}' "$("$ENGINE" container inspect -f '{{.ImageName}}' "$c")" 2>/dev/null || true)
+    local stale=() services=() c running want
+    for c in $(podman ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}'); do
+        running=$(podman container inspect -f '{{.Image}}' "$c")
+        want=$(podman image inspect -f '{{.Id}}' "$(podman container inspect -f '{{.ImageName}}' "$c")" 2>/dev/null || true)
         if [ -n "$want" ] && [ "$running" != "$want" ]; then
-            svc=$("$ENGINE" container inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$c")
-            stale+=("$svc")
+            stale+=("$c")
+            services+=("$(podman container inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$c")")
         fi
     done
-    if [ ${#stale[@]} -gt 0 ]; then
-        echo "[compose] recreating (image changed): ${stale[*]}" >&2
-        "${COMPOSE[@]}" up -d --force-recreate --no-deps "${stale[@]}" >/dev/null 2>&1
+    [ ${#stale[@]} -gt 0 ] || return 0
+    echo "[compose] recreating (image changed): ${services[*]}" >&2
+    # rm -f first: a container in a restart loop can come back between compose's stop and rm
+    podman rm -f "${stale[@]}" >/dev/null
+    local out
+    if [[ " ${services[*]} " == *" init "* ]]; then
+        out=$("${COMPOSE[@]}" up -d --no-deps init 2>&1) || { echo "$out" >&2; return 1; }
+        podman wait slurmsched-init >/dev/null
     fi
+    out=$("${COMPOSE[@]}" up -d --no-deps "${services[@]}" 2>&1) || { echo "$out" >&2; return 1; }
 }
 
 healthy() {  # healthy CONTAINER: its compose health check passes now

@@ -1,0 +1,54 @@
+"""The gateway reads Slurm 24.11's live JSON, from the daemon container (``slurmsched queue --json``).
+
+Checked against what the controller itself says (``scontrol``/``squeue`` in its container):
+GPU counts and types, multi-node and array jobs, jobs without GPUs, unlimited and set time
+limits, a hostile name, and the nodes' GRES.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.compose
+
+HOSTILE = "x'; rm -rf / #\n\"$(id)\" ÄÖ 名前 🚀"
+
+
+def test_queue_json_matches_the_controller(compose, compose_jobs):
+    jobs = compose_jobs
+    compose.slurmsched("pause")          # SiteFactors below are set by hand and must stay put
+    blocker = jobs.submit("-w", "gpu02", "--exclusive", "--gres=gpu:a100:8", "-t", "10", name="blocker")
+    multi = jobs.submit("-N", "2", "--gres=gpu:v100:4", "--switches=1", "-t", "30", name="multi")
+    cpu = jobs.submit("-n", "2", "-p", "short", "-t", "7", name="cpu")
+    hostile = jobs.submit("--gres=gpu:1", "-p", "short", "-t", "5", name=HOSTILE)
+    array = jobs.submit("--array=0-2", "-w", "gpu02", "--gres=gpu:a100:8", name="array")
+    compose.wait("the blocker to run", lambda: jobs.states().get(blocker) == "RUNNING", timeout=60)
+    compose.slurm("scontrol", "update", f"JobId={array}", "SiteFactor=123")
+
+    snap = json.loads(compose.slurmsched("queue", "--json").stdout)
+    mine = {job["job_id"]: job for job in snap["jobs"] if job["name"].startswith(jobs.prefix)}
+    assert mine[hostile]["name"] == jobs.prefix + HOSTILE                    # byte for byte
+    assert (mine[hostile]["gpus"], mine[hostile]["partition"], mine[hostile]["time_limit_s"]) == (1, "short", 300)
+    assert (mine[multi]["nodes"], mine[multi]["gpus"], mine[multi]["gpu_type"]) == (2, 8, "v100")
+    assert mine[multi]["time_limit_s"] == 1800
+    assert (mine[cpu]["gpus"], mine[cpu]["gpu_type"], mine[cpu]["cpus"], mine[cpu]["time_limit_s"]) == (0, None, 2, 420)
+    assert mine[blocker]["state"] == "RUNNING" and mine[blocker]["gpus"] == 8
+    assert mine[blocker]["time_limit_s"] == 600
+    # a pending array whose tasks have not split off yet is one record, as in squeue
+    assert [j["job_id"] for j in mine.values() if j["array_job_id"] == array] == [array]
+    task = mine[array]
+    assert (task["array_task_id"], task["state"], task["gpus"], task["gpu_type"]) == (None, "PENDING", 8, "a100")
+    assert task["time_limit_s"] is None                                       # gpu partition: UNLIMITED
+
+    assert task["site_factor"] == 123 == compose.site_factors()[array]     # from sprio
+
+    nodes = {n["name"]: n for n in snap["nodes"]}
+    assert sorted(nodes) == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    for name, gpu_type, count in (("gpu01", "a100", 8), ("gpu02", "a100", 8), ("gpu03", "v100", 4),
+                                  ("gpu04", "v100", 4)):
+        assert [(g["name"], g["type"], g["count"]) for g in nodes[name]["gres"]] == [("gpu", gpu_type, count)]
+        assert sorted(nodes[name]["partitions"]) == ["gpu", "short"]
+    used = {(g["type"], g["count"]) for g in nodes["gpu02"]["gres_used"]}
+    assert used == {("a100", 8)}

@@ -5,7 +5,8 @@
 #   contrib/test.sh [PYTEST ARGS...]
 #
 # On a fresh Debian 12 machine as root. Steps: system packages and .venv
-# (contrib/setup.sh test,postgres), the dev Slurm cluster (contrib/dev-cluster/up.sh; left
+# (contrib/setup.sh test,postgres), the compose cluster (contrib/compose/up.sh; left running,
+# stop it with contrib/compose/down.sh), the dev Slurm cluster (contrib/dev-cluster/up.sh; left
 # running afterwards, stop it with contrib/dev-cluster/down.sh), then pytest over tests/
 # with every marker. Exits non-zero if a step fails, a test fails, or no test ran at all.
 # Honours SLURMSCHED_DEV_STATE / SLURMSCHED_DEV_PORT (which dev cluster to use).
@@ -43,7 +44,11 @@ trap finish EXIT
 step "system packages and .venv (contrib/setup.sh)"
 bash contrib/setup.sh test,postgres
 
-# Compose cluster prerequisites (podman, base image) belong here, as their own step.
+step "compose cluster: Slurm 24.11 + daemon in containers (contrib/compose/up.sh)"
+# podman (or Docker), the debian:trixie base image, the images (each built once) and the
+# containers; the compose tests' fixture runs up.sh again, which then finds it all up.
+# Not fatal here: if it fails, the compose tests fail with up.sh's own message.
+bash contrib/compose/up.sh </dev/null || echo "contrib/compose/up.sh failed; the compose tests will say why" >&2
 
 step "dev Slurm cluster (contrib/dev-cluster/up.sh)"
 eval "$(bash contrib/dev-cluster/up.sh </dev/null)"

@@ -51,7 +51,12 @@ def _repository(config: Config):
     return open_repository(config)
 
 
-def _remove_submit_cache(config: Config) -> bool:
+def _pause(config: Config, repo: JobRepository) -> bool:
+    """Set the pause flag and remove the submit cache (job_submit.lua then leaves new jobs alone).
+
+    Returns whether a cache was there to remove.
+    """
+    repo.set_paused(True)
     path = config.daemon.submit_cache_path
     existed = path.exists()
     path.unlink(missing_ok=True)
@@ -208,8 +213,7 @@ def pause(ctx: click.Context) -> None:
     """Stop changing jobs from the next cycle on (and at once for new submissions)."""
     config = get_config(ctx)
     with closing(_repository(config)) as repo:
-        repo.set_paused(True)
-    removed = _remove_submit_cache(config)
+        removed = _pause(config, repo)
     click.echo("paused: the daemon applies nothing from its next cycle on"
                + ("; submit cache removed, job_submit.lua leaves new jobs alone" if removed else "")
                + ". Values already set stay; 'slurmsched revert' restores them.")
@@ -236,8 +240,7 @@ def revert(ctx: click.Context) -> None:
 
     config = get_config(ctx)
     with closing(_repository(config)) as repo:
-        repo.set_paused(True)
-        _remove_submit_cache(config)
+        _pause(config, repo)
         report = revert_all(make_gateway(config), repo, Planner(config))
     click.echo(f"reverted {report.reverted} changes on {report.jobs} pending jobs"
                + (f" ({', '.join(f'{n} {k}' for k, n in sorted(report.kinds.items()))})" if report.kinds else "")

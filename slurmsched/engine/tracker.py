@@ -89,6 +89,9 @@ class QueueTracker:
         self.jobs: dict[int, Tracked] = {}
         self._order: list[tuple[float, float, int]] = []
         self._due: list[tuple[float, int]] = []
+        self._by_user: dict[str, set[int]] = {}
+        self._by_name: dict[str, set[int]] = {}
+        self._version: str | None = None
         self.unsettled: set[int] = set()
 
     def update(self, pending: Sequence[JobRecord], now: float, *, unchanged: bool = False,
@@ -97,69 +100,76 @@ class QueueTracker:
                names: set[str] | frozenset[str] = frozenset()) -> QueueChanges:
         """Take in this cycle's pending jobs.
 
+        Work is proportional to what changed: one pass over ``pending`` picks out the
+        records that are not the very objects seen last cycle (none when ``unchanged``);
+        everything else comes from small sets (expired scores, unsettled plans, jobs of
+        the given users and names).
+
         Args:
             pending: the snapshot's pending jobs.
             now: cycle time (scores are computed at it).
             unchanged: the snapshot holds the very job records of the last cycle (the
-                simulator's way of saying nothing happened): only jobs whose score
-                expired or whose plan is not in place are looked at.
+                simulator's way of saying nothing happened).
             repredict_all: predict every job again (refit, periodic refresh).
             replan_all: plan every job again (e.g. the scheduler's weights changed).
             users, names: users and job names with newly finished runs; their pending
                 jobs are predicted again.
         """
-        version = self.predictor.version
         table = self.jobs
-        expired: set[int] = set()
-        while self._due and self._due[0][0] <= now:
-            due, job_id = heapq.heappop(self._due)
-            tracked = table.get(job_id)
-            if tracked is not None and tracked.due == due:
-                expired.add(job_id)
-        dirty = bool(users or names)
-        if unchanged and not (dirty or repredict_all or replan_all):
-            rescore = [table[i] for i in expired]
-            replan = [table[i] for i in self.unsettled if i not in expired]
-            self._rescore(rescore, now)
-            return QueueChanges(tuple(rescore) + tuple(replan), (), ())
-        predict: list[JobRecord] = []
-        rescore = []
-        replan = []
-        unsettled = self.unsettled
+        version = self.predictor.version
+        repredict_all = repredict_all or version != self._version
+        self._version = version
+        predict: dict[int, JobRecord] = {}
+        replan: set[int] = set()
         arrived = 0
-        for job in pending:
+        changed = () if unchanged else [j for j in pending if (t := table.get(j.job_id)) is None or t.job is not j]
+        for job in changed:
             tracked = table.get(job.job_id)
             if tracked is None:
-                predict.append(job)
                 arrived += 1
-                continue
-            changed = False
-            if tracked.job is not job:
-                inputs = prediction_inputs(job)
-                if inputs != tracked.inputs:
-                    predict.append(job)
-                    continue
+                predict[job.job_id] = job
+            elif prediction_inputs(job) != tracked.inputs:
+                predict[job.job_id] = job
+            else:
                 others = plan_inputs(job)
                 if others != tracked.plan_inputs:
                     tracked.plan_inputs = others
-                    changed = True
+                    replan.add(job.job_id)
                 tracked.job = job
-            if repredict_all or tracked.version != version or (dirty and (job.user in users or job.name in names)):
-                predict.append(job)
-            elif expired and job.job_id in expired:
-                rescore.append(tracked)
-            elif changed or replan_all or job.job_id in unsettled:
-                replan.append(tracked)
         departed: tuple[int, ...] = ()
         if len(table) + arrived != len(pending):
             departed = tuple(table.keys() - {job.job_id for job in pending})
-        for job_id in departed:
-            self._drop(table.pop(job_id))
-            unsettled.discard(job_id)
-        fresh = self._predict(predict, version)
-        rescore.extend(self.jobs[job.job_id] for job in predict)
+            for job_id in departed:
+                self._drop(table.pop(job_id))
+        if repredict_all:
+            for job in pending:
+                predict.setdefault(job.job_id, job)
+        else:
+            for index, keys in ((self._by_user, users), (self._by_name, names)):
+                for key in keys:
+                    for job_id in index.get(key, ()):
+                        predict.setdefault(job_id, table[job_id].job)
+        expired = self._expired(now)
+        rescore = [table[i] for i in expired if i not in predict]
+        if replan_all:
+            replan.update(table)
+        replan.update(self.unsettled)
+        replan.difference_update(predict, expired)
+        fresh = self._predict(list(predict.values()), version)
+        rescore.extend(table[i] for i in predict)
         self._rescore(rescore, now)
-        return QueueChanges(tuple(rescore) + tuple(replan), tuple(fresh), departed)
+        return QueueChanges(tuple(rescore) + tuple(table[i] for i in replan), tuple(fresh), departed)
+
+    def _expired(self, now: float) -> set[int]:
+        """Ids of tracked jobs whose score the policy said would change by ``now``."""
+        expired: set[int] = set()
+        due_heap, table = self._due, self.jobs
+        while due_heap and due_heap[0][0] <= now:
+            due, job_id = heapq.heappop(due_heap)
+            tracked = table.get(job_id)
+            if tracked is not None and tracked.due == due:
+                expired.add(job_id)
+        return expired
 
     def _predict(self, jobs: list[JobRecord], version: str) -> list[Tracked]:
         """Predict ``jobs`` in one batch; returns those whose prediction is new or changed."""
@@ -171,14 +181,29 @@ class QueueTracker:
             if before is None:
                 tracked = Tracked(job, prediction_inputs(job), plan_inputs(job), prediction, version)
                 self.jobs[job.job_id] = tracked
+                self._index(tracked)
                 fresh.append(tracked)
                 continue
             if (before.prediction.estimate_s != prediction.estimate_s
                     or before.prediction.source != prediction.source):
                 fresh.append(before)
+            self._unindex(before)
             before.job, before.inputs, before.plan_inputs = job, prediction_inputs(job), plan_inputs(job)
             before.prediction, before.version = prediction, version
+            self._index(before)
         return fresh
+
+    def _index(self, tracked: Tracked) -> None:
+        self._by_user.setdefault(tracked.job.user, set()).add(tracked.job.job_id)
+        self._by_name.setdefault(tracked.job.name, set()).add(tracked.job.job_id)
+
+    def _unindex(self, tracked: Tracked) -> None:
+        for index, key in ((self._by_user, tracked.job.user), (self._by_name, tracked.job.name)):
+            ids = index.get(key)
+            if ids is not None:
+                ids.discard(tracked.job.job_id)
+                if not ids:
+                    del index[key]
 
     def _rescore(self, jobs: list[Tracked], now: float) -> None:
         """Score ``jobs`` again, note when time changes their score next, and move them in the order."""
@@ -201,6 +226,8 @@ class QueueTracker:
     def _drop(self, tracked: Tracked) -> None:
         if tracked.order is not None:
             self._remove(tracked.order)
+        self._unindex(tracked)
+        self.unsettled.discard(tracked.job.job_id)
 
     def _remove(self, key: tuple[float, float, int]) -> None:
         index = bisect_left(self._order, key)
@@ -232,4 +259,6 @@ class QueueTracker:
         self.jobs.clear()
         self._order.clear()
         self._due.clear()
+        self._by_user.clear()
+        self._by_name.clear()
         self.unsettled.clear()

@@ -43,7 +43,7 @@ class QssfArgs:
         cpu_gpu_weight: GPUs one CPU counts as, for CPU-only jobs.
     """
 
-    max_wait_h: float = 72.0
+    max_wait_h: float = 48.0
     halflife_h: float = 6.0
     aging_step_h: float = 1.0
     cpu_gpu_weight: float = 0.125

@@ -190,13 +190,13 @@ def test_every_change_is_revertible() -> None:
 
 def test_guaranteed_wait_bound() -> None:
     bound = guaranteed_wait_bound(Config(), WEIGHTS)
-    assert bound.seconds == 73 * HOUR + 60.0
+    assert bound.seconds == 49 * HOUR + 60.0
     assert "no later job overtakes it" in bound.explanation
     blend = guaranteed_wait_bound(config(mode="blend"), WEIGHTS)
     assert blend.seconds is None and "fair-share" in blend.explanation
     # Blend still bounds when the level step beats every non-age weight.
     age_only = SchedulerConfig(weight_age=100000, weight_fairshare=10)
-    assert guaranteed_wait_bound(config(mode="blend"), age_only).seconds == 73 * HOUR + 60.0
+    assert guaranteed_wait_bound(config(mode="blend"), age_only).seconds == 49 * HOUR + 60.0
     noaging = dataclasses.replace(Config(), policy=dataclasses.replace(Config().policy, name="qssf-noaging"))
     assert guaranteed_wait_bound(noaging, WEIGHTS).seconds is None
     fifo = dataclasses.replace(Config(), policy=dataclasses.replace(Config().policy, name="fifo"))

@@ -64,7 +64,6 @@ COLUMNS = (
 #: Positions of the categorical columns in a row.
 CATEGORICAL_INDEX = tuple(COLUMNS.index(c) for c in CATEGORICAL)
 _SHORT_INDEX = tuple(SUMMARY_NAMES.index(n) for n in _SHORT)
-_LAST = SUMMARY_NAMES.index("last")
 _RATIO = SUMMARY_NAMES.index("ratio")
 _MEDIAN = SUMMARY_NAMES.index("median")
 
@@ -159,14 +158,25 @@ class FeatureState:
         return (self.pair_units.get((user, name, units(job))), self.pairs.get((user, name)),
                 self.user_limits.get((user, job.time_limit_s)), self.users.get((user,)))
 
+    @staticmethod
+    def _expert_values(stats: Sequence[RunStats | None], log_limit: float) -> tuple[float, ...]:
+        values = tuple(_NAN if s is None else math.log2(s.recent[-1]) for s in stats)
+        if log_limit == log_limit:
+            values = tuple(min(v, log_limit) for v in values)
+        return values
+
+    def experts(self, job: JobRecord) -> tuple[float, ...]:
+        """Each expert's log2 estimate for the job now (NaN where it has none), capped at the limit."""
+        limit = limit_of(job)
+        return self._expert_values(self._expert_stats(job), math.log2(limit) if limit is not None else _NAN)
+
     def snapshot(self, job: JobRecord) -> Snapshot:
         """The job's experts, trusted expert, anchor and feature row from the statistics now."""
         user, name, size = job.user, job.name, units(job)
         limit = limit_of(job)
         log_limit = math.log2(limit) if limit is not None else _NAN
         stats = self._expert_stats(job)
-        experts = tuple(_NAN if s is None else min(s.summary()[_LAST], log_limit) if limit else s.summary()[_LAST]
-                        for s in stats)
+        experts = self._expert_values(stats, log_limit)
         errors = self.expert_errors.get(user, self.site_errors)
         chosen, best = -1, math.inf
         for i, value in enumerate(experts):
@@ -212,39 +222,53 @@ class FeatureState:
         return Snapshot(experts, chosen, anchor, runs, row)
 
 
-def replay(history: Sequence[JobRecord], codes: CategoryCodes) -> tuple[FeatureState, list[JobRecord],
-                                                                         list[Snapshot], list[float]]:
-    """Rebuild every run's submit-time snapshot from a history of finished jobs.
+def replay(history: Sequence[JobRecord], codes: CategoryCodes,
+           rows_for_last: int) -> tuple[FeatureState, list[Snapshot], list[float]]:
+    """Rebuild the statistics and expert records from finished jobs, with training rows.
 
     Jobs are visited in submit order; before each, the runs that ended at or before its
-    submit time are folded into the statistics (and their experts scored), so a snapshot
-    sees exactly what a prediction at that moment would have seen.
+    submit time are folded into the statistics and their experts scored with the values
+    they offered at their own submit time, so every run sees exactly what a prediction
+    at that moment would have seen.
+
+    Args:
+        history: finished jobs (jobs that never ran are skipped).
+        codes: category codes for the rows.
+        rows_for_last: full snapshots (feature rows) are taken for this many of the
+            latest-submitted runs only; the others need just their experts.
 
     Returns:
-        (state, jobs, snapshots, targets): the statistics after every run (what
-        ``update`` would have built), the jobs that ran in submit order, their
-        snapshots and their log2 run times.
+        (state, snapshots, targets): the statistics after every run (what ``update``
+        would have built), and the snapshots and log2 run times of the last
+        ``rows_for_last`` runs in submit order.
     """
     runs = [(job, run) for job in history if (run := run_of(job)) is not None]
     order = sorted(range(len(runs)), key=lambda i: (runs[i][0].submit_time, runs[i][0].job_id))
     by_end = sorted(range(len(runs)), key=lambda i: runs[i][1].end)
+    first_row = len(order) - rows_for_last
     state = FeatureState(codes)
-    taken: dict[int, Snapshot] = {}
+    offered: dict[int, tuple[float, ...]] = {}
     snapshots: list[Snapshot] = []
+    targets: list[float] = []
     done = 0
 
     def finish(i: int) -> None:
         job, run = runs[i]
         state.add(job, run)
-        state.score(job.user, taken.pop(i).experts, run.log_runtime)
+        state.score(job.user, offered.pop(i), run.log_runtime)
 
-    for i in order:
-        job = runs[i][0]
-        while done < len(by_end) and runs[by_end[done]][1].end <= job.submit_time and by_end[done] in taken:
+    for position, i in enumerate(order):
+        job, run = runs[i]
+        while done < len(by_end) and runs[by_end[done]][1].end <= job.submit_time and by_end[done] in offered:
             finish(by_end[done])
             done += 1
-        taken[i] = snap = state.snapshot(job)
-        snapshots.append(snap)
+        if position >= first_row:
+            snap = state.snapshot(job)
+            offered[i] = snap.experts
+            snapshots.append(snap)
+            targets.append(run.log_runtime)
+        else:
+            offered[i] = state.experts(job)
     for i in by_end[done:]:
         finish(i)
-    return state, [runs[i][0] for i in order], snapshots, [runs[i][1].log_runtime for i in order]
+    return state, snapshots, targets

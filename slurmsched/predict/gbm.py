@@ -21,7 +21,11 @@ How a job is predicted (all in log2 seconds):
 Estimates and spreads are capped at the job's time limit. History statistics and
 expert records are updated on every :meth:`update` (each cycle); the trees are rebuilt
 only by :meth:`fit`, which the caller runs on a schedule
-(:class:`~slurmsched.predict.schedule.RefitSchedule`). Before the first fit (or with too
+(:class:`~slurmsched.predict.schedule.RefitSchedule`). Training rows are the features
+each job had when it was predicted, kept when it finishes (the last
+:data:`MAX_TRAIN_JOBS`); so a refit over history that already went through
+:meth:`update` costs only the tree training. Given history it has not seen that way
+(a fresh start), :meth:`fit` replays it to rebuild submit-time features. Before the first fit (or with too
 little history) the experts still answer, with a fixed 4x band, and ``source`` says so.
 The whole state round-trips through :meth:`to_bytes` / :meth:`from_bytes`.
 """
@@ -42,8 +46,8 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from slurmsched.errors import SlurmschedError
 from slurmsched.model import JobRecord, Prediction
 from slurmsched.predict.common import clamp, limit_of
-from slurmsched.predict.features import (CATEGORICAL_INDEX, EXPERTS, CategoryCodes, FeatureState, Snapshot,
-                                         replay)
+from slurmsched.predict.features import (CATEGORICAL_INDEX, COLUMNS, EXPERTS, CategoryCodes, FeatureState,
+                                         Snapshot, replay)
 from slurmsched.predict.history import run_of
 
 log = logging.getLogger(__name__)
@@ -52,14 +56,15 @@ log = logging.getLogger(__name__)
 FORMAT = 1
 #: Fewest finished runs the trees are trained on; below that the experts answer alone.
 MIN_TRAIN_JOBS = 200
-#: Most recent runs (by submit time) the trees are trained on.
-MAX_TRAIN_JOBS = 60_000
-#: Pending jobs whose expert values are remembered until they finish (scored on update).
-MAX_REMEMBERED = 200_000
+#: Most recent runs the trees are trained on.
+MAX_TRAIN_JOBS = 30_000
+#: Predicted jobs whose snapshot is remembered until they finish (oldest dropped first).
+MAX_REMEMBERED = 50_000
 #: Quantiles of the three models: spread low, median (cold start), spread high.
 QUANTILES = (0.1, 0.5, 0.9)
 #: Spread (log2) before any model exists: a factor of 4 either way.
 DEFAULT_BAND = 2.0
+_ANCHOR = COLUMNS.index("anchor")
 
 
 class ModelFormatError(SlurmschedError):
@@ -73,7 +78,7 @@ class _Prepared(NamedTuple):
 
 
 def _tree_params() -> dict[str, object]:
-    return {"learning_rate": 0.1, "max_iter": 100, "max_leaf_nodes": 31, "min_samples_leaf": 40,
+    return {"learning_rate": 0.15, "max_iter": 50, "max_leaf_nodes": 15, "min_samples_leaf": 40,
             "l2_regularization": 1.0, "early_stopping": False, "random_state": 0}
 
 
@@ -96,26 +101,33 @@ class SlurmschedPredictor:
         self.models: tuple[HistGradientBoostingRegressor, ...] = ()
         self.columns: np.ndarray | None = None
         self.fitted_jobs = 0
+        self.runs_seen = 0
         self.seen_until = float("-inf")
-        self._pending: OrderedDict[tuple[str, int], tuple[float, ...]] = OrderedDict()
+        self._pending: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
+        self._rows = np.empty((MAX_TRAIN_JOBS, len(COLUMNS)), dtype=np.float32)
+        self._targets = np.empty(MAX_TRAIN_JOBS, dtype=np.float32)
+        self._kept = 0
+        self._next = 0
 
     # --- learning --------------------------------------------------------------------
 
     def fit(self, history: Sequence[JobRecord]) -> None:
-        """Rebuild statistics and expert records from finished jobs; retrain the quantile trees.
+        """Retrain the quantile trees on the most recent runs of ``history``.
 
-        Trains on the submit-time features of the last :data:`MAX_TRAIN_JOBS` runs; with
-        fewer than :data:`MIN_TRAIN_JOBS` runs only the statistics are rebuilt.
+        When every run of ``history`` already went through :meth:`update` (same count,
+        same latest end), the rows kept then are used as they are; otherwise the
+        statistics, expert records and rows are rebuilt by replaying ``history``. With
+        fewer than :data:`MIN_TRAIN_JOBS` rows only the statistics are rebuilt.
         """
-        state, jobs, snapshots, targets = replay(history, CategoryCodes(history))
-        self.state = state
-        self.seen_until = max((j.end_time for j in jobs if j.end_time is not None), default=self.seen_until)
-        if len(snapshots) < MIN_TRAIN_JOBS:
-            log.info("%d runs in history: too few to train, experts answer alone", len(snapshots))
+        runs = [job for job in history if job.runtime_s is not None]
+        latest = max((job.end_time for job in runs), default=float("-inf"))  # type: ignore[type-var]
+        if len(runs) != self.runs_seen or latest != self.seen_until:
+            self._replay(history, len(runs), latest)
+        if self._kept < MIN_TRAIN_JOBS:
+            log.info("%d runs to learn from: too few to train, experts answer alone", self._kept)
             return
-        recent = snapshots[-MAX_TRAIN_JOBS:]
-        X = np.asarray([s.row for s in recent], dtype=float)
-        residual = np.asarray(targets[-MAX_TRAIN_JOBS:], dtype=float) - np.asarray([s.anchor for s in recent])
+        X = self._rows[: self._kept].astype(float)
+        residual = self._targets[: self._kept].astype(float) - X[:, _ANCHOR]
         columns = ~np.all(np.isnan(X), axis=0)
         X = X[:, columns]
         categorical = np.zeros(len(columns), dtype=bool)
@@ -127,24 +139,42 @@ class SlurmschedPredictor:
             models.append(model.fit(X, residual))
         self.models = tuple(models)
         self.columns = columns
-        self.fitted_jobs = len(snapshots)
+        self.fitted_jobs = len(runs)
         self.version = "gbm-" + hashlib.sha1(X.tobytes() + residual.tobytes()).hexdigest()[:10]
         log.info("trained %s on %d runs", self.version, len(residual))
+
+    def _replay(self, history: Sequence[JobRecord], runs: int, latest: float) -> None:
+        """Rebuild statistics, expert records and training rows from ``history``."""
+        state, snapshots, targets = replay(history, CategoryCodes(history), MAX_TRAIN_JOBS)
+        self.state = state
+        self.runs_seen, self.seen_until = runs, latest
+        self._kept = self._next = 0
+        for snap, target in zip(snapshots, targets):
+            self._keep(snap.row, target)
+
+    def _keep(self, row: tuple[float, ...], target: float) -> None:
+        """Add one training row (ring buffer of the last :data:`MAX_TRAIN_JOBS`)."""
+        self._rows[self._next] = row
+        self._targets[self._next] = target
+        self._next = (self._next + 1) % MAX_TRAIN_JOBS
+        self._kept = min(self._kept + 1, MAX_TRAIN_JOBS)
 
     def update(self, finished: Sequence[JobRecord]) -> None:
         """Fold newly finished jobs (each once, in end-time order) into the statistics.
 
         A job this predictor predicted while it was pending also scores the experts with
-        the values they offered then.
+        the values they offered then, and its features then become a training row.
         """
         for job in finished:
             run = run_of(job)
             if run is None:
                 continue
             self.state.add(job, run)
-            experts = self._pending.pop((job.cluster, job.job_id), None)
-            if experts is not None:
-                self.state.score(job.user, experts, run.log_runtime)
+            self.runs_seen += 1
+            snap = self._pending.pop((job.cluster, job.job_id), None)
+            if snap is not None:
+                self.state.score(job.user, snap.experts, run.log_runtime)
+                self._keep(snap.row, run.log_runtime)
             if run.end > self.seen_until:
                 self.seen_until = run.end
 
@@ -156,7 +186,7 @@ class SlurmschedPredictor:
         for job in jobs:
             snapshot = self.state.snapshot(job)
             key = (job.cluster, job.job_id)
-            self._pending[key] = snapshot.experts
+            self._pending[key] = snapshot
             self._pending.move_to_end(key)
             if len(self._pending) > MAX_REMEMBERED:
                 self._pending.popitem(last=False)

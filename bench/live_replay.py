@@ -334,14 +334,14 @@ def what_changed(config_path: Path, records: dict[int, JobRecord]) -> tuple[list
     """What the daemon did to this arm's jobs and how close its predictions were; a job worth explaining."""
     sent = adopted = 0
     errors = []
-    example, most = None, 0
+    touched: list[tuple[int, int]] = []
     with closing(open_repository(load_config(config_path, environ={}))) as repo:
         for job_id, job in sorted(records.items()):
             decisions = [d for _, d in repo.decisions_for(job_id)]
             sent += sum(d.kind == "SetSiteFactor" and d.outcome == "ok" for d in decisions)
             adopted += sum(d.outcome.startswith("adopted") for d in decisions)
-            if len(decisions) > most:
-                example, most = job_id, len(decisions)
+            if any(d.kind == "SetSiteFactor" for d in decisions):
+                touched.append((len(decisions), job_id))
             prediction = repo.latest_prediction(job_id)
             if prediction is not None and job.runtime_s:
                 errors.append(abs(math.log2(max(prediction.estimate_s, 1.0) / max(job.runtime_s, 1.0))))
@@ -351,6 +351,11 @@ def what_changed(config_path: Path, records: dict[int, JobRecord]) -> tuple[list
         lines.append(f"predicted run times of the {len(errors)} jobs that waited for a cycle: median "
                      f"{2 ** statistics.median(errors):.2f}x off, "
                      f"{sum(e <= 1 for e in errors) / len(errors):.0%} within 2x")
+    if touched:
+        lines.append(f"{len(touched)} of {len(records)} jobs got a SiteFactor; "
+                     f"{sum(n > 3 for n, _ in touched)} of them more than one (predictions change as jobs finish)")
+    # a typical touched job to explain: the median by number of decisions
+    example = sorted(touched)[len(touched) // 2][1] if touched else None
     return lines, example
 
 
@@ -358,7 +363,8 @@ def explain(config_path: Path, job_id: int) -> list[str]:
     """``slurmsched explain JOB`` against the arm's database."""
     proc = subprocess.run([sys.executable, "-m", "slurmsched", "--config", str(config_path), "explain", str(job_id)],
                           capture_output=True, text=True, cwd=REPO)
-    return (proc.stdout or proc.stderr).splitlines()
+    lines = (proc.stdout or proc.stderr).splitlines()
+    return lines if len(lines) <= 14 else lines[:13] + [f"... ({len(lines) - 13} more lines)"]
 
 
 def sprio_summary(env: dict[str, str]) -> list[str]:

@@ -334,14 +334,15 @@ def what_changed(config_path: Path, records: dict[int, JobRecord]) -> tuple[list
     """What the daemon did to this arm's jobs and how close its predictions were; a job worth explaining."""
     sent = adopted = 0
     errors = []
-    touched: list[tuple[int, int]] = []
+    touched: list[tuple[int, int, int]] = []
     with closing(open_repository(load_config(config_path, environ={}))) as repo:
         for job_id, job in sorted(records.items()):
             decisions = [d for _, d in repo.decisions_for(job_id)]
             sent += sum(d.kind == "SetSiteFactor" and d.outcome == "ok" for d in decisions)
             adopted += sum(d.outcome.startswith("adopted") for d in decisions)
-            if any(d.kind == "SetSiteFactor" for d in decisions):
-                touched.append((len(decisions), job_id))
+            values = sum(d.kind == "SetSiteFactor" for d in decisions)
+            if values:
+                touched.append((len(decisions), job_id, values))
             prediction = repo.latest_prediction(job_id)
             if prediction is not None and job.runtime_s:
                 errors.append(abs(math.log2(max(prediction.estimate_s, 1.0) / max(job.runtime_s, 1.0))))
@@ -353,7 +354,7 @@ def what_changed(config_path: Path, records: dict[int, JobRecord]) -> tuple[list
                      f"{sum(e <= 1 for e in errors) / len(errors):.0%} within 2x")
     if touched:
         lines.append(f"{len(touched)} of {len(records)} jobs got a SiteFactor; "
-                     f"{sum(n > 3 for n, _ in touched)} of them more than one (predictions change as jobs finish)")
+                     f"{sum(v > 1 for _, _, v in touched)} of them more than once (predictions change as jobs finish)")
     # a typical touched job to explain: the median by number of decisions
     example = sorted(touched)[len(touched) // 2][1] if touched else None
     return lines, example

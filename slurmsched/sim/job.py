@@ -18,7 +18,9 @@ class SimJob:
     """One job inside the simulated Slurm.
 
     Attributes:
-        record: the job as submitted (state PENDING, no start/end; ``gpus`` = units).
+        trace: the job as the trace (or history) recorded it; the records the gateway
+            shows are derived from it when first needed.
+        job_id, submit: Slurm job id and submit (= eligible) time.
         duration: the true run time (seconds) from the trace.
         units: GPUs the job occupies (processors for CPU traces).
         bf_limit: the run time EASY backfill plans with: the requested time limit when
@@ -31,7 +33,9 @@ class SimJob:
         start, end, alloc: set when it starts.
     """
 
-    record: JobRecord
+    trace: JobRecord
+    job_id: int
+    submit: float
     duration: float
     units: int
     bf_limit: float
@@ -44,13 +48,3 @@ class SimJob:
     end: float | None = None
     alloc: Allocation = ()
     group: tuple[str, GpuTypes, int] = ("", None, 1)
-
-    @property
-    def job_id(self) -> int:
-        """Slurm job id."""
-        return self.record.job_id
-
-    @property
-    def submit(self) -> float:
-        """Submit (and eligible) time."""
-        return self.record.submit_time

@@ -19,7 +19,6 @@ A pass of the scheduler follows every cycle whose actions changed the queue orde
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import logging
 import math
@@ -29,7 +28,7 @@ from typing import Callable, Protocol
 
 from tqdm import tqdm
 
-from slurmsched.model import JobState, SchedulerConfig
+from slurmsched.model import SchedulerConfig
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.cluster import ClusterSpec
 from slurmsched.sim.job import SimJob
@@ -99,7 +98,7 @@ class SimResult:
 
 
 def _to_sim_job(job: TraceJob, slurm: SimulatedSlurm) -> SimJob | None:
-    """The pending-job view of a trace job, or ``None`` if its partition can never run it."""
+    """The simulator's view of a trace job, or ``None`` if its partition can never run it."""
     record = job.record
     partition = slurm.spec.partition(record.partition)
     try:
@@ -110,12 +109,8 @@ def _to_sim_job(job: TraceJob, slurm: SimulatedSlurm) -> SimJob | None:
     if nodes is None:
         return None
     limit = record.time_limit_s
-    pending = dataclasses.replace(
-        record, state=JobState.PENDING, partition=partition.name, start_time=None, end_time=None,
-        eligible_time=record.submit_time, gpus=job.units, nodes=nodes, node_list="", exit_code=None,
-        site_factor=0, priority=None, reason="")
-    return SimJob(record=pending, duration=job.duration, units=job.units,
-                  bf_limit=float(limit) if limit else job.duration, final_state=record.state,
+    return SimJob(trace=record, job_id=record.job_id, submit=record.submit_time, duration=job.duration,
+                  units=job.units, bf_limit=float(limit) if limit else job.duration, final_state=record.state,
                   partition=partition, gpu_types=types, nodes=nodes)
 
 

@@ -120,7 +120,9 @@ class SimulatedSlurm:
         self._running: dict[int, SimJob] = {}
         self._by_end: dict[str, list[tuple[float, int]]] = {name: [] for name in self._pools}
         self._records: dict[int, JobRecord] = {}
-        self._finished: list[JobRecord] = []
+        self._unbuilt: set[int] = set()
+        self._finished: list[tuple[SimJob, JobRecord | None]] = []
+        self._finished_records: list[JobRecord | None] = []
         self._finished_ends: list[float] = []
         self._node_partitions = {pool: tuple(p.name for p in spec.partitions if p.pool == pool)
                                  for pool in self._pools}
@@ -155,10 +157,10 @@ class SimulatedSlurm:
         job.group = (job.partition.pool, job.gpu_types, job.nodes)
         self._pending[job.job_id] = job
         self._queue.add(job, self._clock.now())
-        self._records[job.job_id] = job.record
+        self._unbuilt.add(job.job_id)
         self._arrived.append(job)
 
-    def finish(self, job: SimJob) -> JobRecord:
+    def finish(self, job: SimJob) -> None:
         """End a running job now: free its GPUs and record it in accounting."""
         now = self._clock.now()
         del self._running[job.job_id]
@@ -169,10 +171,10 @@ class SimulatedSlurm:
         ends = self._by_end[pool.name]
         del ends[bisect_left(ends, (job.start + job.bf_limit, job.job_id))]
         job.end = now
-        record = dataclasses.replace(self._records.pop(job.job_id), state=job.final_state, end_time=now)
-        self._finished.append(record)
+        self._unbuilt.discard(job.job_id)
+        self._finished.append((job, self._records.pop(job.job_id, None)))
+        self._finished_records.append(None)
         self._finished_ends.append(now)
-        return record
 
     def schedule(self) -> list[SimJob]:
         """One pass of the main + EASY backfill scheduler at ``clock.now()``.
@@ -212,22 +214,33 @@ class SimulatedSlurm:
         pools = self._pools
         open_pools = sum(1 for p in pools.values() if p.free_total > 0)
         started = []
-        tested = 0
+        tested, depth = 0, self._depth
+        min_fail, reservations, delayers = state.min_fail, state.reservations, state.delayers
+        inf = math.inf
         for job in queue.ordered(now):
             if open_pools == 0:
                 break
-            pool = pools[job.group[0]]
+            group = job.group
+            pool = pools[group[0]]
             if pool.free_total == 0:
                 continue
             tested += 1
-            if tested > self._depth:
+            if tested > depth:
                 break
+            # The cheap verdicts of _consider, inlined: this loop runs for every queued job.
+            units = job.units
+            if units >= min_fail.get(group, inf):
+                continue
+            reservation = reservations.get(group[0])
+            if (reservation is not None and now + job.bf_limit > reservation.shadow_time
+                    and delayers.get((group, units)) == state.starts):
+                continue
             if self._consider(job, state, now):
                 started.append(job)
                 if pool.free_total == 0:
                     open_pools -= 1
         # Jobs beyond the depth limit move up as started jobs leave the queue.
-        state.stale = state.stale or (tested > self._depth and bool(started))
+        state.stale = state.stale or (tested > depth and bool(started))
         for job in started:
             queue.remove(job)
         return started
@@ -286,9 +299,7 @@ class SimulatedSlurm:
         del self._pending[job.job_id]
         self._running[job.job_id] = job
         insort(self._by_end[pool.name], (now + job.bf_limit, job.job_id))
-        names = ",".join(self.spec.nodes[node].name for node, _ in alloc)
-        self._records[job.job_id] = dataclasses.replace(
-            self._records[job.job_id], state=JobState.RUNNING, start_time=now, node_list=names, site_factor=None)
+        self._unbuilt.add(job.job_id)
 
     def _touch(self, alloc: Allocation) -> None:
         for node, _ in alloc:
@@ -298,6 +309,41 @@ class SimulatedSlurm:
         """Whether ``apply`` changed the queue order since the last pass (and clear the flag)."""
         reordered, self._reordered = self._reordered, False
         return reordered
+
+    # --- job records (built when the gateway first shows them) ---------------------
+
+    def _pending_record(self, job: SimJob) -> JobRecord:
+        """The job as ``squeue`` shows it while pending; ``gpus`` are its units."""
+        return dataclasses.replace(
+            job.trace, state=JobState.PENDING, partition=job.partition.name, start_time=None, end_time=None,
+            eligible_time=job.submit, gpus=job.units, nodes=job.nodes, node_list="", exit_code=None,
+            site_factor=job.site_factor, priority=None, reason="")
+
+    def _record(self, job: SimJob) -> JobRecord:
+        """The job's current live record (pending or running), built now if needed."""
+        record = self._records.get(job.job_id)
+        if record is None or job.job_id in self._unbuilt:
+            base = record or self._pending_record(job)
+            if job.start is not None:
+                base = dataclasses.replace(base, state=JobState.RUNNING, start_time=job.start,
+                                           node_list=self._node_list(job), site_factor=None)
+            record = self._records[job.job_id] = base
+            self._unbuilt.discard(job.job_id)
+        return record
+
+    def _node_list(self, job: SimJob) -> str:
+        return ",".join(self.spec.nodes[node].name for node, _ in job.alloc)
+
+    def _finished_record(self, index: int) -> JobRecord:
+        """Accounting's record of the ``index``-th finished job."""
+        record = self._finished_records[index]
+        if record is None:
+            job, live = self._finished[index]
+            record = dataclasses.replace(live or self._pending_record(job), state=job.final_state,
+                                         start_time=job.start, end_time=job.end, node_list=self._node_list(job),
+                                         site_factor=None)
+            self._finished_records[index] = record
+        return record
 
     # --- the SlurmGateway side ---------------------------------------------------
 
@@ -321,13 +367,17 @@ class SimulatedSlurm:
         Pending jobs' ``priority`` is left unset (the simulator keeps priorities as
         real numbers in its queue; slurmsched reads SiteFactor, not priority).
         """
+        pending, running = self._pending, self._running
+        for job_id in list(self._unbuilt):
+            self._record(pending.get(job_id) or running[job_id])
         nodes = tuple(self._node_record(i) for i in range(len(self.spec.nodes)))
         return ClusterSnapshot(taken_at=self._clock.now(), cluster=self.spec.name,
                                jobs=tuple(self._records.values()), nodes=nodes, config=self._config)
 
     def finished_since(self, since: float) -> list[JobRecord]:
         """Jobs that ended at or after ``since``, oldest first (simulated accounting)."""
-        return self._finished[bisect_left(self._finished_ends, since):]
+        first = bisect_left(self._finished_ends, since)
+        return [self._finished_record(i) for i in range(first, len(self._finished))]
 
     def scheduler_config(self) -> SchedulerConfig:
         """The configured priority weights."""
@@ -353,7 +403,7 @@ class SimulatedSlurm:
         return outcomes
 
     def _apply_one(self, job: SimJob, action: Action) -> ActionOutcome:
-        record = self._records[job.job_id]
+        record = self._record(job)
         if isinstance(action, SetSiteFactor):
             self._queue.set_site_factor(job, action.value)
             self._records[job.job_id] = dataclasses.replace(record, site_factor=action.value)

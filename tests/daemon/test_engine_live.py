@@ -58,13 +58,14 @@ def job_field(cluster, job_id: int, key: str) -> str:
 
 
 @pytest.fixture
-def queue(slurm_cluster, slurm_jobs):
+def queue(slurm_cluster, slurm_jobs, gateway):
     """A finished job in accounting, a blocker on every node and five pending jobs (by service)."""
     done = slurm_jobs.submit("-t", "5", name="done", wrap="true")
     slurm_jobs.wait_state(done, {"COMPLETED"})
     deadline = time.monotonic() + 30
-    while str(done) not in slurm_cluster.run("sacct", "-n", "-X", "-o", "JobID", "-j", str(done), check=False).stdout:
-        assert time.monotonic() < deadline, "finished job never reached sacct"
+    # sacct --json with a state filter lists a job a few seconds after plain sacct does.
+    while done not in {j.job_id for j in gateway.finished_since(time.time() - 3600)}:
+        assert time.monotonic() < deadline, "finished job never reached accounting"
         time.sleep(0.5)
     blocker = slurm_jobs.submit("-N", "4", "--exclusive", "-t", "30", name="blocker", wrap="sleep 600")
     slurm_jobs.wait_state(blocker, {"RUNNING"})

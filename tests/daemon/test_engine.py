@@ -52,8 +52,9 @@ class World:
         job_id, self.next_id = self.next_id, self.next_id + 1
         record = JobRecord(job_id=job_id, user=user, name=name, submit_time=self.clock.now(), partition="batch",
                            gpus=gpus, nodes=-(-gpus // 8), time_limit_s=int(limit_h * HOUR), site_factor=0)
-        job = SimJob(record=record, duration=limit_h * HOUR / 2, units=gpus, bf_limit=limit_h * HOUR,
-                     final_state=JobState.COMPLETED, partition=self.spec.partition("batch"), nodes=record.nodes)
+        job = SimJob(trace=record, job_id=job_id, submit=record.submit_time, duration=limit_h * HOUR / 2,
+                     units=gpus, bf_limit=limit_h * HOUR, final_state=JobState.COMPLETED,
+                     partition=self.spec.partition("batch"), nodes=record.nodes)
         self.slurm.submit(job)
         return job
 

@@ -1,0 +1,99 @@
+"""Consolidating placement, EASY's shadow view, and Slurm's multifactor order."""
+
+from __future__ import annotations
+
+from slurmsched.model import JobRecord, SchedulerConfig
+from slurmsched.sim.cluster import PartitionSpec
+from slurmsched.sim.job import SimJob
+from slurmsched.sim.placement import Pool, ShadowState
+from slurmsched.sim.priority import PriorityQueue
+
+
+def pool(*sizes: int, types: tuple[str | None, ...] | None = None) -> Pool:
+    types = types or (None,) * len(sizes)
+    return Pool("p", [(i, g, t) for i, (g, t) in enumerate(zip(sizes, types))])
+
+
+def test_one_node_jobs_go_to_the_fullest_node_that_fits() -> None:
+    p = pool(8, 8, 8)
+    p.take(((0, 6),))
+    p.take(((1, 3),))
+    assert p.place(2) == ((0, 2),)          # node 0 has 2 free: best fit
+    assert p.place(3) == ((1, 3),)          # node 1 has 5 free, node 2 has 8
+    assert p.place(6) == ((2, 6),)
+    assert p.place(9) == ((2, 8), (1, 1))   # 2 nodes: the emptiest ones
+
+
+def test_big_jobs_take_the_fewest_nodes_or_wait() -> None:
+    p = pool(8, 8, 8)
+    p.take(((0, 4),))
+    p.take(((1, 4),))
+    p.take(((2, 4),))
+    assert p.free_total == 12
+    assert p.place(12) is None              # would need 3 nodes; ceil(12/8) = 2 allowed
+    assert p.place(8) is None               # fits no single node
+    p.release(((2, 4),))
+    assert p.place(12) == ((2, 8), (1, 4))
+
+
+def test_typed_jobs_use_only_their_nodes() -> None:
+    p = pool(8, 4, types=("a100", "v100"))
+    assert p.place(4, frozenset({"v100"})) == ((1, 4),)
+    assert p.place(5, frozenset({"v100"})) is None
+    assert p.place(5) == ((0, 5),)
+    assert p.eligible(frozenset({"a100"}))[1:] == (8, 8)
+
+
+def test_shadow_state_folds_releases_and_refuses_takes_that_block_the_head() -> None:
+    p = pool(8, 8)
+    p.take(((0, 8),))
+    p.take(((1, 6),))
+    shadow = p.shadow(None, 8)
+    assert not shadow.head_fits
+    shadow.release(((1, 6),))
+    assert shadow.head_fits
+    assert shadow.try_take(((0, 8),)) is True    # node 0 was not the head's
+    assert shadow.try_take(((1, 1),)) is False   # node 1 must stay whole
+    assert shadow.head_fits
+    multi = ShadowState({0: 8, 1: 4, 2: 4}, 8, 12)
+    assert multi.head_fits
+    assert not multi.try_take(((0, 1),))
+    assert multi.try_take(((2, 4),))             # 8 + 4 still on two nodes
+
+
+def sim_job(job_id: int, submit: float, *, units: int = 1, tier: int = 1) -> SimJob:
+    record = JobRecord(job_id=job_id, user="u", submit_time=submit)
+    return SimJob(trace=record, job_id=job_id, submit=submit, duration=60.0, units=units, bf_limit=60.0,
+                  final_state=record.state, partition=PartitionSpec("p", "main", tier))
+
+
+def order(queue: PriorityQueue, now: float) -> list[int]:
+    return [j.job_id for j in queue.ordered(now)]
+
+
+def test_age_order_site_factor_and_tiers() -> None:
+    queue = PriorityQueue(SchedulerConfig(weight_age=1000, priority_max_age_s=1000), 10, 10)
+    jobs = [sim_job(1, 0.0), sim_job(2, 10.0), sim_job(3, 20.0), sim_job(4, 30.0, tier=2)]
+    for job in jobs:
+        queue.add(job, 30.0)
+    assert order(queue, 40.0) == [4, 1, 2, 3]   # higher tier first, then oldest
+    queue.set_site_factor(jobs[2], 15)          # 15 points = 15 s of age: passes job 2, not job 1
+    assert order(queue, 40.0) == [4, 1, 3, 2]
+    assert queue.rank(jobs[2], 40.0) == 2
+    queue.remove(jobs[0])
+    assert order(queue, 40.0) == [4, 3, 2]
+
+
+def test_capped_age_lets_a_younger_job_with_a_bigger_static_part_pass() -> None:
+    queue = PriorityQueue(SchedulerConfig(weight_age=100, priority_max_age_s=100), 10, 10)
+    old, young = sim_job(1, 0.0), sim_job(2, 50.0)
+    queue.add(old, 50.0)
+    queue.add(young, 50.0)
+    queue.set_site_factor(young, 30)
+    assert order(queue, 60.0) == [1, 2]         # 60 > 30 + 10
+    assert queue.age(60.0) is False
+    assert queue.age(100.0) is True             # the old job's age factor is capped now
+    assert order(queue, 100.0) == [1, 2]        # 100 > 30 + 50
+    assert queue.priority(old, 140.0) == 100.0
+    assert order(queue, 140.0) == [2, 1]        # 30 + 90 > 100: uncapped it would be 140
+    assert queue.rank(old, 140.0) == 1

@@ -1,0 +1,90 @@
+"""The event loop with the real daemon beside the simulated Slurm, and the policy comparison."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from slurmsched.config import Config
+from slurmsched.daemon import Daemon
+from slurmsched.model import JobRecord, JobState, SchedulerConfig
+from slurmsched.planner import Planner
+from slurmsched.policy import make_policy
+from slurmsched.predict.registry import make_predictor
+from slurmsched.sim.cluster import ClusterSpec
+from slurmsched.sim.experiment import compare
+from slurmsched.sim.policies import SimPolicy, engine_factory, parse_policies
+from slurmsched.sim.runner import SimSettings, simulate
+from slurmsched.sim.workload import workload_from_records
+from slurmsched.store.memory import MemoryJobRepository
+from slurmsched.workload import WorkloadSpec, generate_workload
+from slurmsched.errors import ConfigError
+
+FIFO_CONFIG = SchedulerConfig(weight_age=10000, weight_fairshare=10000, priority_max_age_s=86400)
+
+
+def trace_job(job_id: int, submit: float, run: float, gpus: int = 1, user: str = "u") -> JobRecord:
+    return JobRecord(job_id=job_id, user=user, name="n", submit_time=submit, start_time=submit,
+                     end_time=submit + run, gpus=gpus, state=JobState.COMPLETED, time_limit_s=int(run) * 2)
+
+
+def test_cycles_run_on_ticks_only_when_something_could_change() -> None:
+    jobs = workload_from_records([trace_job(1, 1000.0, 500.0), trace_job(2, 1010.0, 100.0),
+                                  trace_job(3, 5000.0, 10.0)], "t").jobs
+    repositories: list[MemoryJobRepository] = []
+
+    def factory(slurm, clock):
+        repo = MemoryJobRepository(track_live=False)
+        repositories.append(repo)
+        config = Config()
+        return Daemon(dataclasses.replace(config, daemon=dataclasses.replace(config.daemon, submit_cache_entries=0)),
+                      slurm, repo, make_predictor("user_limit"), make_policy("qssf"), Planner(config), clock=clock)
+
+    result = simulate(jobs, ClusterSpec.uniform(1, 1), FIFO_CONFIG, factory, SimSettings(interval_s=60.0))
+    # Job 2 waits from 1010 to 1500: the first tick after its arrival (1020) and the last
+    # tick before the next event (1440) run a cycle; with nothing pending, none runs.
+    assert [c.started_at for c in reversed(repositories[0].recent_cycles())] == [1020.0, 1440.0]
+    assert result.cycles == 2
+    assert [(o.job_id, o.start, o.end) for o in result.outcomes] == [
+        (1, 1000.0, 1500.0), (2, 1500.0, 1600.0), (3, 5000.0, 5010.0)]
+
+
+def small_workload(jobs: int = 240, seed: int = 3):
+    spec = WorkloadSpec(jobs=jobs, users=6, mean_interarrival_s=90.0, median_duration_s=1200.0,
+                        gpu_nodes=((None, 4, 4),), typed_share=0.0, seed=seed)
+    return workload_from_records(generate_workload(spec, start=1_600_000_000.0), "generated")
+
+
+def test_fifo_through_the_daemon_is_slurm_alone() -> None:
+    """The daemon running ``fifo`` sends nothing, so the starts are Slurm's own."""
+    workload = small_workload()
+    spec = ClusterSpec.uniform(4, 4)
+    config = Config()
+    daemon = engine_factory(SimPolicy("fifo-daemon", "", "fifo", "user_limit"), config, {})
+    alone = simulate(workload.jobs, spec, FIFO_CONFIG)
+    beside = simulate(workload.jobs, spec, FIFO_CONFIG, daemon)
+    assert beside.cycles > 0 and beside.rpcs == 0
+    assert beside.outcomes == alone.outcomes
+
+
+def test_duration_ordering_beats_fifo_and_the_oracle_bounds_it() -> None:
+    workload = small_workload()
+    comparison = compare(workload, ClusterSpec.uniform(4, 4), "given",
+                         parse_policies("fifo,sjf,qssf-helios,multifactor"), Config())
+    fifo, sjf, helios = (comparison.run(n).metrics for n in ("fifo", "sjf", "qssf-helios"))
+    assert comparison.jobs == len(workload.jobs)
+    assert sjf.avg_jct_s < 0.8 * fifo.avg_jct_s
+    assert helios.avg_jct_s < fifo.avg_jct_s
+    assert comparison.gain_share("sjf") == pytest.approx(1.0)
+    assert comparison.gain_share("fifo") == pytest.approx(0.0)
+    assert comparison.run("sjf").result.rpcs > 0
+    assert comparison.run("multifactor").result.cycles == 0
+
+
+def test_policy_names_are_checked() -> None:
+    assert [p.name for p in parse_policies("fifo, sjf,fifo")] == ["fifo", "sjf"]
+    with pytest.raises(ConfigError, match="unknown policy 'lifo'"):
+        parse_policies("fifo,lifo")
+    with pytest.raises(ConfigError):
+        parse_policies(" , ")

@@ -1,0 +1,141 @@
+"""SimulatedSlurm: EASY backfill, the gateway side (snapshot, accounting, apply)."""
+
+from __future__ import annotations
+
+from slurmsched.model import JobRecord, JobState, SchedulerConfig, SetFeatures, SetPartition, SetSiteFactor, SetSwitches
+from slurmsched.sim.clock import SimClock
+from slurmsched.sim.cluster import ClusterSpec, NodeSpec, PartitionSpec
+from slurmsched.sim.job import SimJob
+from slurmsched.sim.slurm import SimulatedSlurm
+
+CONFIG = SchedulerConfig(weight_age=1000, priority_max_age_s=86400)
+
+
+def make(spec: ClusterSpec | None = None) -> tuple[SimulatedSlurm, SimClock]:
+    clock = SimClock(1000.0)
+    return SimulatedSlurm(spec or ClusterSpec.uniform(2, 4), CONFIG, clock), clock
+
+
+def job(slurm: SimulatedSlurm, job_id: int, units: int, run: float, *, limit: float | None = None,
+        submit: float = 1000.0, gpu_type: str | None = None, partition: str = "") -> SimJob:
+    record = JobRecord(job_id=job_id, user="u", name=f"j{job_id}", submit_time=submit, gpus=units,
+                       gpu_type=gpu_type, partition=partition, state=JobState.COMPLETED,
+                       time_limit_s=int(limit) if limit else None)
+    part = slurm.spec.partition(partition)
+    types = frozenset({gpu_type}) if gpu_type else None
+    return SimJob(trace=record, job_id=job_id, submit=submit, duration=run, units=units,
+                  bf_limit=limit or run, final_state=JobState.COMPLETED, partition=part, gpu_types=types,
+                  nodes=slurm.nodes_for(units, part, types))
+
+
+def started(slurm: SimulatedSlurm) -> list[int]:
+    return sorted(j.job_id for j in slurm.schedule())
+
+
+def test_easy_backfill_starts_short_jobs_but_never_delays_the_head() -> None:
+    slurm, clock = make()
+    running = job(slurm, 1, 6, 100.0)
+    slurm.submit(running)
+    assert started(slurm) == [1]                      # n1 full, 2 GPUs left on n2
+    head = job(slurm, 2, 8, 50.0)                     # needs both nodes whole: reserved for t=1100
+    short = job(slurm, 3, 1, 90.0)                    # ends before the reservation: may go first
+    long_ = job(slurm, 4, 1, 500.0)                   # would hold n2 past it: must wait
+    for j in (head, short, long_):
+        slurm.submit(j)
+    assert started(slurm) == [3]
+    clock.advance_to(1090.0)
+    slurm.finish(short)
+    assert started(slurm) == []                       # still not: the head's reservation stands
+    clock.advance_to(1100.0)
+    slurm.finish(running)
+    assert started(slurm) == [2]
+    assert [j.job_id for j in slurm.snapshot().pending] == [4]
+
+
+def test_a_job_fitting_beside_the_reservation_backfills_even_if_long() -> None:
+    slurm, _ = make(ClusterSpec.uniform(3, 4))
+    slurm.submit(job(slurm, 1, 8, 100.0))             # two whole nodes
+    assert started(slurm) == [1]
+    slurm.submit(job(slurm, 2, 8, 50.0))              # head: needs two whole nodes at t+100
+    slurm.submit(job(slurm, 3, 4, 10_000.0))          # fits on n3 now; the head can still use n1+n2
+    assert started(slurm) == [3]
+
+
+def test_unknown_partitions_share_the_default_pool_and_pools_are_separate() -> None:
+    spec = ClusterSpec.pools({"vc1": (1, 4), "vc2": (1, 4)})
+    slurm, _ = make(spec)
+    assert slurm.nodes_for(5, spec.partition("vc1")) is None
+    slurm.submit(job(slurm, 1, 4, 100.0, partition="vc1"))
+    slurm.submit(job(slurm, 2, 4, 100.0, partition="vc1"))
+    slurm.submit(job(slurm, 3, 4, 100.0, partition="vc2"))
+    assert started(slurm) == [1, 3]
+    assert spec.partition("other").pool == "vc1"
+
+
+def test_snapshot_accounting_and_apply_behave_like_slurm() -> None:
+    slurm, clock = make(ClusterSpec(name="c", nodes=(NodeSpec("a1", 8, "a100", "main"), NodeSpec("v1", 4, "v100", "main")),
+                                    partitions=(PartitionSpec("gpu", "main"), PartitionSpec("short", "main", 2))))
+    first = job(slurm, 1, 8, 100.0, gpu_type="a100")
+    second = job(slurm, 2, 4, 100.0, gpu_type="a100")
+    third = job(slurm, 3, 2, 30.0)
+    for j in (first, second, third):
+        slurm.submit(j)
+    assert started(slurm) == [1, 3]
+    snap = slurm.snapshot()
+    assert [(j.job_id, j.state) for j in snap.pending] == [(2, JobState.PENDING)]
+    assert snap.pending[0].site_factor == 0 and snap.pending[0].gpus == 4
+    assert {j.job_id: j.node_list for j in snap.running} == {1: "a1", 3: "v1"}
+    assert [(n.name, n.state, n.gpus_used()) for n in snap.nodes] == [("a1", ("ALLOCATED",), 8), ("v1", ("MIXED",), 2)]
+    assert slurm.snapshot().jobs[0] is snap.jobs[0]   # unchanged records are the same objects
+    outcomes = slurm.apply([SetSiteFactor(2, 500, 0), SetSiteFactor(1, 5, 0), SetSiteFactor(99, 5, 0),
+                            SetFeatures(2, "v100"), SetFeatures(2, "a100&v100"), SetSwitches(2, 1, 600),
+                            SetPartition(2, "short")])
+    assert [o.ok for o in outcomes] == [True, False, False, False, False, True, True]
+    assert "no longer pending" in outcomes[1].message and "Invalid job id" in outcomes[2].message
+    pending = slurm.snapshot().pending[0]
+    assert (pending.site_factor, pending.switches, pending.partition) == (500, 1, "short")
+    assert slurm.take_reordered() and slurm.rpcs == 7
+    clock.advance_to(1030.0)
+    slurm.finish(third)
+    done = slurm.finished_since(1030.0)
+    assert [(j.job_id, j.state, j.start_time, j.end_time) for j in done] == [(3, JobState.COMPLETED, 1000.0, 1030.0)]
+    assert slurm.finished_since(1030.5) == [] and slurm.finished_since(0.0) == done
+
+
+def test_incremental_passes_match_full_passes() -> None:
+    """Reusing a pass's verdicts for arrivals starts exactly the jobs a full pass would."""
+    import random
+
+    class FullPasses(SimulatedSlurm):
+        def schedule(self):
+            self._last_pass = None
+            return super().schedule()
+
+    def run(cls) -> list[tuple[int, float]]:
+        rng = random.Random(7)
+        clock = SimClock(0.0)
+        slurm = cls(ClusterSpec.uniform(4, 8), SchedulerConfig(weight_age=1000, weight_job_size=2000,
+                                                               priority_max_age_s=3600), clock)
+        events: list[tuple[float, int, SimJob | None]] = []
+        t = 0.0
+        for i in range(1, 400):
+            t += rng.expovariate(1 / 40)
+            run_s = rng.lognormvariate(5.5, 1.2)
+            events.append((t, i, job(slurm, i, rng.choice([1, 1, 2, 4, 8, 12, 16]), run_s,
+                                     limit=run_s * rng.uniform(1, 4), submit=t)))
+        starts = []
+        import heapq
+        heapq.heapify(events)
+        while events:
+            at, _, item = heapq.heappop(events)
+            clock.advance_to(at)
+            if item.start is None:
+                slurm.submit(item)
+            else:
+                slurm.finish(item)
+            for s in slurm.schedule():
+                starts.append((s.job_id, s.start))
+                heapq.heappush(events, (s.start + s.duration, -s.job_id, s))
+        return sorted(starts)
+
+    assert run(SimulatedSlurm) == run(FullPasses)

@@ -75,8 +75,8 @@ step "the gateway's view (slurmsched queue)"
 
 step "slurmsched at work: a generated workload on stock Slurm, then with the daemon (a few minutes)"
 cancel_jobs_named "$PREFIX"
-.venv/bin/python bench/live_replay.py --generated --history 300 --jobs 40 --speedup 60 --max-run 15 \
-    --load 3 --interval 2 --state-dir "$REPO/.state/demo"
+.venv/bin/python bench/live_replay.py --generated --history 300 --jobs 50 --speedup 60 --max-run 20 \
+    --load 4 --interval 2 --state-dir "$REPO/.state/demo"
 
 printf '\nThe cluster keeps running: source %s for Slurm commands; stop it with contrib/dev-cluster/down.sh\n' \
     "$SLURMSCHED_DEV_STATE/env.sh"

@@ -261,6 +261,7 @@ class Engine:
         for job_id in changes.departed:
             self._pinned.discard(job_id)
         unsettled = tracker.unsettled
+        switches_on, widens = tuner.tunes_switches(snapshot.config), tuner.widens
         for tracked in changes.replan:
             job = tracked.job
             unsettled.discard(job.job_id)
@@ -278,14 +279,16 @@ class Engine:
                 settled.append((job.job_id, SITE_FACTOR))
             elif step is Step.HOLD:
                 held += 1
-            switches = tuner.switches(job, snapshot.config, (job.job_id, SWITCHES) in applied)
-            if switches is not None:
-                ranked.append((tracked, switches))
-                unsettled.add(job.job_id)
-            if tuner.pinned(job):
-                self._pinned.add(job.job_id)
-            else:
-                self._pinned.discard(job.job_id)
+            if switches_on and job.nodes > 1:
+                switches = tuner.switches(job, snapshot.config, (job.job_id, SWITCHES) in applied)
+                if switches is not None:
+                    ranked.append((tracked, switches))
+                    unsettled.add(job.job_id)
+            if widens:
+                if tuner.pinned(job):
+                    self._pinned.add(job.job_id)
+                else:
+                    self._pinned.discard(job.job_id)
         if self._pinned:
             pinned = sorted((tracker.jobs[i] for i in self._pinned), key=tracker.rank)
             ranked.extend((tracker.jobs[a.job_id], a) for a in tuner.widen([t.job for t in pinned], snapshot.nodes))

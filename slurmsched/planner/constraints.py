@@ -54,14 +54,23 @@ class ConstraintTuner:
         actions.extend(self.widen([job for job in jobs if self.pinned(job)], snapshot.nodes))
         return actions
 
+    def tunes_switches(self, config: SchedulerConfig) -> bool:
+        """True when switch requests are switched on and slurmctld runs ``topology/tree``."""
+        return self.section.switches and config.topology_plugin == "topology/tree"
+
+    @property
+    def widens(self) -> bool:
+        """True when GPU-type equivalence classes are configured."""
+        return bool(self._class_of)
+
     def switches(self, job: JobRecord, config: SchedulerConfig, set_before: bool = False) -> SetSwitches | None:
         """``Switches=1@<wait>`` for a multi-node GPU job without a switch request (topology/tree only).
 
         ``set_before`` says slurmsched already set one: ``squeue --json`` of Slurm 22.05
         does not report switch requests, so the job's own field may not show it.
         """
-        if (set_before or not self.section.switches or config.topology_plugin != "topology/tree"
-                or job.nodes <= 1 or job.gpus <= 0 or job.switches):
+        if (set_before or job.nodes <= 1 or job.gpus <= 0 or job.switches
+                or not self.tunes_switches(config)):
             return None
         wait = min(self.section.switch_wait_s, config.max_switch_wait_s)
         return SetSwitches(job.job_id, 1, wait, job.switches or 0, job.switch_wait_s,
@@ -70,7 +79,7 @@ class ConstraintTuner:
 
     def pinned(self, job: JobRecord) -> bool:
         """True when ``Features`` pin an untyped GPU job to one type of an equivalence class."""
-        return (bool(self._class_of) and job.gpus > 0 and job.gpu_type is None
+        return (self.widens and job.gpus > 0 and job.gpu_type is None
                 and job.features.strip().lower() in self._class_of)
 
     def widen(self, jobs: Sequence[JobRecord], nodes: Iterable[NodeRecord]) -> list[SetFeatures]:

@@ -1,17 +1,23 @@
 """The simulated cluster's description: nodes, node pools and partitions.
 
-A *pool* is a set of nodes that partitions share whole: every partition maps onto
-exactly one pool, and pools never overlap (the Helios slice's virtual clusters are
-two pools; a Slurm site with per-team partitions over the same nodes is one pool with
-several partitions). Partitions a trace names but the description lacks are modelled
-as extra partitions over the default partition's pool, at its tier.
+A *pool* is a set of nodes that no partition crosses: pools never overlap, every
+partition lies inside one pool, and partitions inside a pool may overlap (the Helios
+slice's virtual clusters are two pools; a site with a ``gpu`` partition over every node
+and an ``a100`` partition over some of them is one pool). Partitions a trace names but
+the description lacks are modelled as extra partitions over the default partition's
+nodes, at its tier.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from slurmsched.errors import ConfigError
+from slurmsched.model import NodeRecord
+
+_HOST_RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<ranges>[^\]]+)\](?P<suffix>.*)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,21 +29,34 @@ class NodeSpec:
         gpus: GPUs on the node (for CPU traces: processors, which play the part of GPUs).
         gpu_type: GPU model (``"a100"``) or ``None`` when untyped; also the node's feature.
         pool: the pool (set of nodes) the node belongs to.
+        partitions: the partitions the node is in; empty means every partition of its pool.
     """
 
     name: str
     gpus: int
     gpu_type: str | None
     pool: str
+    partitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionSpec:
-    """One partition: a name over a pool, with Slurm's ``PriorityTier`` (higher first)."""
+    """One partition: a name over (part of) a pool, with Slurm's ``PriorityTier`` (higher first).
+
+    Attributes:
+        scope: the partition whose nodes it uses; empty means its own (an extra
+            partition named by a trace uses the default partition's).
+    """
 
     name: str
     pool: str
     tier: int = 1
+    scope: str = ""
+
+    @property
+    def nodes_of(self) -> str:
+        """The partition whose nodes jobs of this one may use."""
+        return self.scope or self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +131,12 @@ class ClusterSpec:
             if part.name == name:
                 return part
         default = self.default_partition
-        return PartitionSpec(name or default.name, default.pool, default.tier)
+        return PartitionSpec(name or default.name, default.pool, default.tier, default.nodes_of)
 
-    def pool_gpus(self, pool: str, gpu_types: frozenset[str] | None = None) -> int:
-        """GPUs in a pool, optionally only on nodes of the given types."""
+    def partition_gpus(self, partition: PartitionSpec) -> int:
+        """GPUs on the nodes jobs of ``partition`` may use."""
         return sum(n.gpus for n in self.nodes
-                   if n.pool == pool and (gpu_types is None or n.gpu_type in gpu_types))
+                   if n.pool == partition.pool and (not n.partitions or partition.nodes_of in n.partitions))
 
     def describe(self) -> str:
         """One line for reports, e.g. ``56 nodes x 8 GPUs (448)``."""
@@ -126,3 +145,72 @@ class ClusterSpec:
             shapes[node.gpus] = shapes.get(node.gpus, 0) + 1
         parts = [f"{count} nodes x {gpus}" for gpus, count in sorted(shapes.items())]
         return f"{' + '.join(parts)} = {self.total_gpus} GPUs"
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list -> names: ``"gpu[01-02,04],cpu1"`` -> gpu01, gpu02, gpu04, cpu1.
+
+    Raises:
+        ValueError: unbalanced brackets or a malformed range.
+    """
+    names: list[str] = []
+    depth, start = 0, 0
+    parts = []
+    for i, char in enumerate(text):
+        depth += char == "["
+        depth -= char == "]"
+        if depth < 0:
+            raise ValueError(f"unbalanced brackets in host list {text!r}")
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth != 0:
+        raise ValueError(f"unbalanced brackets in host list {text!r}")
+    parts.append(text[start:])
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        match = _HOST_RANGE.match(part)
+        if match is None:
+            names.append(part)
+            continue
+        for item in match["ranges"].split(","):
+            low, _, high = item.partition("-")
+            if not low.isdigit() or (high and not high.isdigit()):
+                raise ValueError(f"bad range {item!r} in host list {text!r}")
+            for number in range(int(low), int(high or low) + 1):
+                names.append(f"{match['prefix']}{number:0{len(low)}d}{match['suffix']}")
+    return names
+
+
+def cluster_from_nodes(name: str, nodes: Sequence[NodeRecord]) -> ClusterSpec:
+    """The simulated twin of a live cluster's GPU nodes (as ``sinfo`` reported them).
+
+    Partitions that share a node end up in one pool; partitions keep the order they
+    first appear in (the first is the default) and tier 1. Nodes without GPUs are left
+    out (the simulated cluster is a GPU pool).
+
+    Raises:
+        ConfigError: no GPU node.
+    """
+    gpu_nodes = [node for node in nodes if node.gpus() > 0]
+    if not gpu_nodes:
+        raise ConfigError("the cluster has no GPU node to simulate")
+    parent: dict[str, str] = {}
+
+    def root(item: str) -> str:
+        while parent.setdefault(item, item) != item:
+            item = parent[item]
+        return item
+
+    for node in gpu_nodes:
+        first, *others = node.partitions or ("main",)
+        for other in others:
+            parent[root(other)] = root(first)
+    specs = []
+    for node in gpu_nodes:
+        partitions = node.partitions or ("main",)
+        types = [g.type for g in node.gres if g.name == "gpu" and g.type]
+        specs.append(NodeSpec(node.name, node.gpus(), types[0] if types else None, root(partitions[0]), partitions))
+    order = dict.fromkeys(p for node in specs for p in node.partitions)
+    return ClusterSpec(name=name, nodes=tuple(specs), partitions=tuple(PartitionSpec(p, root(p)) for p in order))

@@ -29,7 +29,8 @@ class SimJob:
         partition: the partition it runs in; ``gpu_types``: node types it may use.
         nodes: nodes it will occupy (the fewest that can hold it; set at submit).
         site_factor: current SiteFactor (changed only through the gateway's ``apply``).
-        group: (pool, GPU types, nodes): jobs of one group compete for the same nodes.
+        group: (pool, partition whose nodes it may use, GPU types, nodes): jobs of one
+            group compete for the same nodes in the same way.
         start, end, alloc: set when it starts.
     """
 
@@ -47,4 +48,4 @@ class SimJob:
     start: float | None = None
     end: float | None = None
     alloc: Allocation = ()
-    group: tuple[str, GpuTypes, int] = ("", None, 1)
+    group: tuple[str, str, GpuTypes, int] = ("", "", None, 1)

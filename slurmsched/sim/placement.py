@@ -9,8 +9,9 @@ Placement rules (what ``select/cons_tres`` does for a job submitted as
   nodes, taken from the emptiest nodes; it waits rather than spread over more nodes.
 
 Among equally free nodes a one-node job takes the first listed and a bigger job the last
-listed (a fixed order, so runs are reproducible). Nodes carry one GPU type; a job may be limited to a
-set of types (its typed GRES or its ``Features``), ``None`` meaning any type.
+listed (a fixed order, so runs are reproducible). Nodes carry one GPU type and a set of
+partitions; a job may use the nodes of its partition, limited to a set of GPU types
+(its typed GRES or its ``Features``; ``None`` meaning any type).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Iterable
 #: (node index, GPUs taken on it) for each node of a job's allocation.
 Allocation = tuple[tuple[int, int], ...]
 GpuTypes = frozenset[str] | None
+#: Nodes of one GPU type and one partition set (``None``: every partition) are interchangeable.
+_NodeClass = tuple[str | None, frozenset[str] | None]
 
 
 class ShadowState:
@@ -79,43 +82,46 @@ class ShadowState:
 
 
 class Pool:
-    """Free GPUs of one pool's nodes: per GPU type, a list of (free, node) sorted by free.
+    """Free GPUs of one pool's nodes: per node class (GPU type, partitions), a list of
+    (free, node) sorted by free.
 
     Args:
-        nodes: ``(node index, GPUs, GPU type)`` for each node of the pool.
+        nodes: ``(node index, GPUs, GPU type, partitions)`` for each node of the pool;
+            partitions ``None`` means every partition of the pool.
     """
 
-    def __init__(self, name: str, nodes: Iterable[tuple[int, int, str | None]]) -> None:
+    def __init__(self, name: str, nodes: Iterable[tuple[int, int, str | None, frozenset[str] | None]]) -> None:
         self.name = name
         self.capacity: dict[int, int] = {}
-        self.node_type: dict[int, str | None] = {}
-        for index, gpus, gpu_type in nodes:
+        self._class_of: dict[int, _NodeClass] = {}
+        self._levels: dict[_NodeClass, list[tuple[int, int]]] = {}
+        for index, gpus, gpu_type, partitions in nodes:
             self.capacity[index] = gpus
-            self.node_type[index] = gpu_type
-        self.free = dict(self.capacity)
-        self.free_total = sum(self.capacity.values())
-        self._levels: dict[str | None, list[tuple[int, int]]] = {}
-        for index, gpu_type in self.node_type.items():
-            self._levels.setdefault(gpu_type, []).append((self.capacity[index], index))
+            self._class_of[index] = (gpu_type, partitions)
+            self._levels.setdefault((gpu_type, partitions), []).append((gpus, index))
         for lst in self._levels.values():
             lst.sort()
-        self._eligible_cache: dict[GpuTypes, tuple[list[str | None], int, int]] = {}
+        self.free = dict(self.capacity)
+        self.free_total = sum(self.capacity.values())
+        self._eligible_cache: dict[tuple[str, GpuTypes], tuple[list[_NodeClass], int, int]] = {}
 
-    def eligible(self, types: GpuTypes) -> tuple[list[str | None], int, int]:
-        """(node types, largest node, total GPUs) of the nodes a job limited to ``types`` may use."""
-        cached = self._eligible_cache.get(types)
+    def eligible(self, partition: str, types: GpuTypes) -> tuple[list[_NodeClass], int, int]:
+        """(node classes, largest node, total GPUs) a job of ``partition`` limited to ``types`` may use."""
+        key = (partition, types)
+        cached = self._eligible_cache.get(key)
         if cached is None:
-            keys = [t for t in self._levels if types is None or t in types]
-            caps = [self.capacity[i] for i, t in self.node_type.items() if t in keys]
-            cached = (keys, max(caps, default=0), sum(caps))
-            self._eligible_cache[types] = cached
+            classes = [c for c in self._levels
+                       if (types is None or c[0] in types) and (c[1] is None or partition in c[1])]
+            caps = [self.capacity[i] for i, c in self._class_of.items() if c in classes]
+            cached = (classes, max(caps, default=0), sum(caps))
+            self._eligible_cache[key] = cached
         return cached
 
-    def place(self, units: int, types: GpuTypes = None) -> Allocation | None:
-        """Where a job of ``units`` GPUs would go now, or ``None`` if it does not fit."""
+    def place(self, units: int, partition: str = "", types: GpuTypes = None) -> Allocation | None:
+        """Where a job of ``units`` GPUs in ``partition`` would go now, or ``None`` if it does not fit."""
         if units > self.free_total:
             return None
-        keys, cap, _ = self.eligible(types)
+        keys, cap, _ = self.eligible(partition, types)
         levels = [self._levels[k] for k in keys]
         if units <= cap:
             best = None
@@ -139,7 +145,7 @@ class Pool:
     def _shift(self, alloc: Allocation, sign: int) -> None:
         free = self.free
         for node, count in alloc:
-            lst = self._levels[self.node_type[node]]
+            lst = self._levels[self._class_of[node]]
             have = free[node]
             del lst[bisect_left(lst, (have, node))]
             have += sign * count
@@ -155,7 +161,7 @@ class Pool:
         """Return an allocation's GPUs."""
         self._shift(alloc, 1)
 
-    def shadow(self, types: GpuTypes, units: int) -> ShadowState:
-        """A copy of the free GPUs a job of ``units`` GPUs limited to ``types`` may use."""
-        keys, cap, _ = self.eligible(types)
+    def shadow(self, partition: str, types: GpuTypes, units: int) -> ShadowState:
+        """A copy of the free GPUs a job of ``units`` GPUs in ``partition`` limited to ``types`` may use."""
+        keys, cap, _ = self.eligible(partition, types)
         return ShadowState({node: f for k in keys for f, node in self._levels[k]}, cap, units)

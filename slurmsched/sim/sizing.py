@@ -101,7 +101,7 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
     else:
         spec = _by_load(workload, per_node, request.target_load)
         note = f"sized for {request.target_load:.0%} offered load"
-    if workload.max_units > max(spec.pool_gpus(p.pool) for p in spec.partitions):
+    if workload.max_units > max(spec.partition_gpus(p) for p in spec.partitions):
         raise ConfigError(f"the simulated cluster ({spec.describe()}) is smaller than the biggest job "
                           f"({workload.max_units} GPUs); give --gpus or --nodes")
     return spec, note

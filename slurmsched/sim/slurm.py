@@ -23,22 +23,28 @@ slurmctld's main and backfill schedulers would:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
                               NodeRecord, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition,
                               SetSiteFactor, SetSwitches)
 from slurmsched.sim.clock import SimClock
-from slurmsched.sim.cluster import ClusterSpec, PartitionSpec
+from slurmsched.sim.cluster import ClusterSpec, PartitionSpec, cluster_from_nodes, expand_hostlist
 from slurmsched.sim.job import SimJob
 from slurmsched.sim.placement import Allocation, GpuTypes, Pool, ShadowState
 from slurmsched.sim.priority import PriorityQueue
 
+log = logging.getLogger(__name__)
+
 #: Slurm's default ``bf_max_job_test``: jobs tested per scheduling pass.
 DEFAULT_BF_MAX_JOB_TEST = 500
+_Group = tuple[str, str, GpuTypes, int]
+#: Run time assumed for a loaded job with neither a known duration nor a time limit.
+DEFAULT_RUN_S = 3600.0
 
 
 @dataclass(slots=True)
@@ -57,8 +63,8 @@ class _Pass:
 
     Attributes:
         reservations: per pool, EASY's reservation.
-        min_fail: per placement group (pool, GPU types, node count), the smallest job
-            that did not fit.
+        min_fail: per placement group (pool, partition whose nodes it may use, GPU types,
+            node count), the smallest job that did not fit.
         delaying: pools where a job that fit was held back because it would delay the
             reservation (on another node it might not, so a later start there makes the
             verdict stale).
@@ -70,9 +76,9 @@ class _Pass:
     """
 
     reservations: dict[str, _Reservation] = field(default_factory=dict)
-    min_fail: dict[tuple[str, GpuTypes, int], int] = field(default_factory=dict)
+    min_fail: dict[_Group, int] = field(default_factory=dict)
     delaying: set[str] = field(default_factory=set)
-    delayers: dict[tuple[tuple[str, GpuTypes, int], int], int] = field(default_factory=dict)
+    delayers: dict[tuple[_Group, int], int] = field(default_factory=dict)
     starts: int = 0
     stale: bool = False
 
@@ -111,9 +117,10 @@ class SimulatedSlurm:
         self._config = config
         self._clock = clock
         self._depth = bf_max_job_test
-        members: dict[str, list[tuple[int, int, str | None]]] = {}
+        members: dict[str, list[tuple[int, int, str | None, frozenset[str] | None]]] = {}
         for index, node in enumerate(spec.nodes):
-            members.setdefault(node.pool, []).append((index, node.gpus, node.gpu_type))
+            members.setdefault(node.pool, []).append(
+                (index, node.gpus, node.gpu_type, frozenset(node.partitions) if node.partitions else None))
         self._pools = {name: Pool(name, nodes) for name, nodes in members.items()}
         self._queue = PriorityQueue(config, len(spec.nodes), spec.total_gpus)
         self._pending: dict[int, SimJob] = {}
@@ -124,14 +131,94 @@ class SimulatedSlurm:
         self._finished: list[tuple[SimJob, JobRecord | None]] = []
         self._finished_records: list[JobRecord | None] = []
         self._finished_ends: list[float] = []
-        self._node_partitions = {pool: tuple(p.name for p in spec.partitions if p.pool == pool)
-                                 for pool in self._pools}
+        self._node_partitions = [node.partitions or tuple(p.name for p in spec.partitions if p.pool == node.pool)
+                                 for node in spec.nodes]
         self._node_records: list[NodeRecord | None] = [None] * len(spec.nodes)
         self._reordered = False
         self._arrived: list[SimJob] = []
         self._last_pass: _Pass | None = None
         #: every action received through ``apply`` (the simulated RPC count).
         self.rpcs = 0
+
+    @classmethod
+    def from_snapshot(cls, snapshot: ClusterSnapshot, clock: SimClock, *, finished: Sequence[JobRecord] = (),
+                      durations: Mapping[int, float] | None = None,
+                      bf_max_job_test: int = DEFAULT_BF_MAX_JOB_TEST) -> "SimulatedSlurm":
+        """A simulated twin of a live cluster as one snapshot saw it (what-if from that moment).
+
+        Its first :meth:`snapshot` returns the very job and node records of ``snapshot``
+        (so the engine sees exactly what it saw live); a node's record is rebuilt from the
+        simulated state once a job starts or ends on it. Running jobs hold the GPUs of the
+        nodes in their node list. Jobs without GPUs are left out.
+
+        Args:
+            snapshot: a live snapshot (``clock`` should stand at its ``taken_at``).
+            finished: jobs accounting had reported by then; ``finished_since`` returns them.
+            durations: true run times by job id, where known; otherwise a job runs until
+                its time limit (one hour without one).
+
+        Raises:
+            ConfigError: the nodes cannot be modelled (see :func:`cluster_from_nodes`).
+        """
+        spec = cluster_from_nodes(snapshot.cluster, snapshot.nodes)
+        slurm = cls(spec, snapshot.config, clock, bf_max_job_test=bf_max_job_test)
+        index = {node.name: i for i, node in enumerate(spec.nodes)}
+        slurm._node_records = [node for node in snapshot.nodes if node.name in index]
+        known = durations or {}
+        now = clock.now()
+        for record in snapshot.jobs:
+            partition = spec.partition(record.partition.split(",")[0])
+            try:
+                types = job_gpu_types(record.gpu_type, record.features)
+            except ValueError:
+                types = None
+            nodes = slurm.nodes_for(record.gpus, partition, types)
+            if nodes is None:
+                log.info("job %d left out of the simulation: no GPUs, or more than its partition has",
+                         record.job_id)
+                continue
+            limit = float(record.time_limit_s or DEFAULT_RUN_S)
+            job = SimJob(trace=record, job_id=record.job_id, submit=record.submit_time,
+                         duration=known.get(record.job_id, limit), units=record.gpus, bf_limit=limit,
+                         final_state=JobState.COMPLETED, partition=partition, gpu_types=types, nodes=nodes,
+                         site_factor=record.site_factor or 0)
+            job.group = (partition.pool, partition.nodes_of, types, nodes)
+            slurm._records[job.job_id] = record
+            if record.state is JobState.PENDING:
+                slurm._pending[job.job_id] = job
+                slurm._queue.add(job, now)
+                slurm._arrived.append(job)
+                continue
+            job.start = record.start_time if record.start_time is not None else now
+            job.alloc = slurm._loaded_allocation(record, [index[n] for n in expand_hostlist(record.node_list)
+                                                          if n in index])
+            job.duration = max(job.duration, now - job.start)
+            pool = slurm._pools[partition.pool]
+            pool.take(job.alloc)
+            slurm._running[job.job_id] = job
+            insort(slurm._by_end[pool.name], (job.start + job.bf_limit, job.job_id))
+        for record in sorted(finished, key=lambda j: j.end_time or 0.0):
+            end = record.end_time or now
+            done = SimJob(trace=record, job_id=record.job_id, submit=record.submit_time, duration=0.0, units=0,
+                          bf_limit=0.0, final_state=record.state, partition=spec.default_partition,
+                          start=record.start_time, end=end)
+            slurm._finished.append((done, record))
+            slurm._finished_records.append(record)
+            slurm._finished_ends.append(end)
+        return slurm
+
+    def _loaded_allocation(self, record: JobRecord, nodes: list[int]) -> Allocation:
+        """GPUs a loaded running job holds on each of its nodes (its per-node GRES, else an even split)."""
+        if not nodes:
+            return ()
+        per_node = [g.count for g in record.gres_per_node if g.name == "gpu"]
+        share, extra = divmod(record.gpus, len(nodes))
+        alloc = []
+        for i, node in enumerate(nodes):
+            pool = self._pools[self.spec.nodes[node].pool]
+            want = per_node[0] if per_node else share + (i < extra)
+            alloc.append((node, min(want, pool.free[node])))
+        return tuple((node, count) for node, count in alloc if count > 0)
 
     # --- the simulation side -------------------------------------------------------
 
@@ -147,14 +234,14 @@ class SimulatedSlurm:
 
     def nodes_for(self, units: int, partition: PartitionSpec, gpu_types: GpuTypes = None) -> int | None:
         """Nodes a job of ``units`` GPUs would occupy, or ``None`` if its partition can never hold it."""
-        _, cap, total = self._pools[partition.pool].eligible(gpu_types)
+        _, cap, total = self._pools[partition.pool].eligible(partition.nodes_of, gpu_types)
         if units <= 0 or units > total:
             return None
         return math.ceil(units / cap)
 
     def submit(self, job: SimJob) -> None:
         """Queue a job (as ``sbatch`` would) at the current time."""
-        job.group = (job.partition.pool, job.gpu_types, job.nodes)
+        job.group = (job.partition.pool, job.partition.nodes_of, job.gpu_types, job.nodes)
         self._pending[job.job_id] = job
         self._queue.add(job, self._clock.now())
         self._unbuilt.add(job.job_id)
@@ -257,7 +344,7 @@ class SimulatedSlurm:
         if delays and state.delayers.get((group, units)) == state.starts:
             return False
         pool = self._pools[pool_name]
-        alloc = pool.place(units, job.gpu_types)
+        alloc = pool.place(units, group[1], job.gpu_types)
         if alloc is None:
             state.min_fail[group] = units
             if reservation is None:
@@ -283,7 +370,7 @@ class SimulatedSlurm:
 
     def _reserve(self, pool: Pool, head: SimJob, now: float) -> _Reservation:
         """When and with what free GPUs ``head`` could start if running jobs end by their limits."""
-        shadow = pool.shadow(head.gpu_types, head.units)
+        shadow = pool.shadow(head.partition.nodes_of, head.gpu_types, head.units)
         running = self._running
         for expected_end, job_id in self._by_end[pool.name]:
             shadow.release(running[job_id].alloc)
@@ -355,7 +442,7 @@ class SimulatedSlurm:
             used = node.gpus - free
             state = "IDLE" if used == 0 else ("ALLOCATED" if free == 0 else "MIXED")
             features = (node.gpu_type,) if node.gpu_type else ()
-            record = NodeRecord(name=node.name, state=(state,), partitions=self._node_partitions[node.pool],
+            record = NodeRecord(name=node.name, state=(state,), partitions=self._node_partitions[index],
                                 features=features, gres=(GresRequest("gpu", node.gpu_type, node.gpus),),
                                 gres_used=(GresRequest("gpu", node.gpu_type, used),))
             self._node_records[index] = record
@@ -437,5 +524,5 @@ class SimulatedSlurm:
         job.partition = partition
         job.gpu_types = gpu_types
         job.nodes = self.nodes_for(job.units, partition, gpu_types) or job.nodes
-        job.group = (partition.pool, gpu_types, job.nodes)
+        job.group = (partition.pool, partition.nodes_of, gpu_types, job.nodes)
         self._queue.add(job, self._clock.now())

@@ -11,7 +11,7 @@ from slurmsched.sim.priority import PriorityQueue
 
 def pool(*sizes: int, types: tuple[str | None, ...] | None = None) -> Pool:
     types = types or (None,) * len(sizes)
-    return Pool("p", [(i, g, t) for i, (g, t) in enumerate(zip(sizes, types))])
+    return Pool("p", [(i, g, t, None) for i, (g, t) in enumerate(zip(sizes, types))])
 
 
 def test_one_node_jobs_go_to_the_fullest_node_that_fits() -> None:
@@ -38,17 +38,26 @@ def test_big_jobs_take_the_fewest_nodes_or_wait() -> None:
 
 def test_typed_jobs_use_only_their_nodes() -> None:
     p = pool(8, 4, types=("a100", "v100"))
-    assert p.place(4, frozenset({"v100"})) == ((1, 4),)
-    assert p.place(5, frozenset({"v100"})) is None
+    assert p.place(4, "", frozenset({"v100"})) == ((1, 4),)
+    assert p.place(5, "", frozenset({"v100"})) is None
     assert p.place(5) == ((0, 5),)
-    assert p.eligible(frozenset({"a100"}))[1:] == (8, 8)
+    assert p.eligible("", frozenset({"a100"}))[1:] == (8, 8)
+
+
+def test_partitions_limit_jobs_to_their_nodes() -> None:
+    p = Pool("p", [(0, 8, "a100", frozenset({"gpu", "a100"})), (1, 4, "v100", frozenset({"gpu"}))])
+    assert p.place(2, "a100") == ((0, 2),)
+    assert p.place(2, "gpu") == ((1, 2),)
+    assert p.place(12, "gpu") == ((0, 8), (1, 4))
+    assert p.place(12, "a100") is None
+    assert p.eligible("a100", None)[1:] == (8, 8) and p.eligible("other", None)[2] == 0
 
 
 def test_shadow_state_folds_releases_and_refuses_takes_that_block_the_head() -> None:
     p = pool(8, 8)
     p.take(((0, 8),))
     p.take(((1, 6),))
-    shadow = p.shadow(None, 8)
+    shadow = p.shadow("", None, 8)
     assert not shadow.head_fits
     shadow.release(((1, 6),))
     assert shadow.head_fits

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
-from typing import Sequence
+from dataclasses import dataclass
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import GresRequest, JobRecord, JobState
@@ -170,29 +169,6 @@ def generate_workload(spec: WorkloadSpec, start: float = 0.0) -> list[JobRecord]
             gpu_type=project.gpu_type, cpus=max(1, 4 * project.gpus),
             gres_per_node=(GresRequest("gpu", project.gpu_type, per_node),)))
     return jobs
-
-
-def compress(jobs: Sequence[JobRecord], speedup: float, *, origin: float | None = None) -> list[JobRecord]:
-    """Scale every time of ``jobs`` by ``1/speedup`` around ``origin`` (first submit by default).
-
-    Durations, gaps between submissions and time limits all shrink by the same factor,
-    so a trace of hours replays in minutes with the same queueing pattern. Run times
-    are kept at >= 1 s and time limits at >= 60 s (Slurm's granularity is a minute).
-    """
-    if speedup <= 0:
-        raise ConfigError(f"speedup must be > 0 (got {speedup})")
-    if not jobs:
-        return []
-    base = min(j.submit_time for j in jobs) if origin is None else origin
-    out = []
-    for j in jobs:
-        submit = base + (j.submit_time - base) / speedup
-        run = j.runtime_s
-        start = submit if j.start_time is None else base + (j.start_time - base) / speedup
-        end = None if run is None else start + max(1.0, round(run / speedup))
-        limit = None if j.time_limit_s is None else max(60, int(math.ceil(j.time_limit_s / speedup / 60.0)) * 60)
-        out.append(replace(j, submit_time=submit, start_time=start, end_time=end, time_limit_s=limit))
-    return out
 
 
 def sbatch_argv(job: JobRecord, *, tag: str, partition: str | None = None,

@@ -27,7 +27,7 @@ def test_explain_shows_prediction_source_score_rank_and_every_action(daemon_env,
     assert re.search(r"^prediction: 1\.4\d h \(likely .* to .*\), from \S.*", text, re.M), text
     assert re.search(r"^latest ranking \(.*\): #2, score 2\.8\d GPU-h", text, re.M), text
     assert f"in force: SetSiteFactor 0 -> {factor}" in text
-    assert re.search(rf"rank #2 .*predicted 1\.4 h x 2 GPUs", text), text
+    assert re.search(r"rank #2 .*predicted 1\.4 h x 2 GPUs", text), text
     assert re.search(rf"SetSiteFactor 0 -> {factor}  \[ok\]  \S", text), text
     assert "rank #1" in daemon_env.cli("explain", str(short)).stdout
     missing = daemon_env.cli("explain", "999999999")

@@ -9,7 +9,7 @@ import pytest
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import JobState
-from slurmsched.workload import WorkloadSpec, compress, generate_workload, sbatch_argv
+from slurmsched.workload import WorkloadSpec, generate_workload, sbatch_argv
 
 
 def test_same_seed_same_jobs_other_seed_other_jobs():
@@ -39,20 +39,6 @@ def test_every_job_fits_the_cluster():
             assert job.nodes <= dict((t, n) for t, _, n in spec.gpu_nodes)[job.gpu_type]
         else:
             assert job.nodes == 1 and job.gpus <= min(per_node.values())
-
-
-def test_compress_scales_gaps_durations_and_limits():
-    jobs = generate_workload(WorkloadSpec(jobs=20, seed=2), start=1000.0)
-    fast = compress(jobs, 100.0)
-    assert fast[0].submit_time == jobs[0].submit_time
-    gap, fast_gap = jobs[-1].submit_time - jobs[0].submit_time, fast[-1].submit_time - fast[0].submit_time
-    assert fast_gap == pytest.approx(gap / 100.0)
-    for slow, quick in zip(jobs, fast):
-        assert quick.runtime_s == max(1.0, round(slow.runtime_s / 100.0))
-        assert quick.time_limit_s >= 60 and quick.time_limit_s % 60 == 0
-        assert quick.time_limit_s >= slow.time_limit_s / 100.0
-    with pytest.raises(ConfigError, match="speedup"):
-        compress(jobs, 0)
 
 
 def test_sbatch_argv_replays_size_type_limit_and_tag():

@@ -18,7 +18,9 @@ How a job is predicted (all in log2 seconds):
    predict how far the actual run time falls from the estimate, from the same
    features plus the user's expert records: the spread is learned per job.
 
-Estimates and spreads are capped at the job's time limit. History statistics and
+Estimates and spreads are capped at the job's time limit. The trees are small: they are
+trained and run on one thread (OpenMP threads cost more than they save here and would
+compete with slurmctld). History statistics and
 expert records are updated on every :meth:`update` (each cycle); the trees are rebuilt
 only by :meth:`fit`, which the caller runs on a schedule
 (:class:`~slurmsched.predict.schedule.RefitSchedule`). Training rows are the features
@@ -32,6 +34,7 @@ The whole state round-trips through :meth:`to_bytes` / :meth:`from_bytes`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -42,6 +45,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import sklearn
 from sklearn.ensemble import HistGradientBoostingRegressor
+from threadpoolctl import ThreadpoolController
 
 from slurmsched.errors import SlurmschedError
 from slurmsched.model import JobRecord, Prediction
@@ -75,6 +79,16 @@ class _Prepared(NamedTuple):
     job_id: int
     snapshot: Snapshot
     limit: float | None
+
+
+@functools.cache
+def _threadpools() -> ThreadpoolController:
+    return ThreadpoolController()  # scans the loaded libraries once (tens of ms)
+
+
+def _one_thread():  # noqa: ANN202 - a context manager
+    """Run the trees' OpenMP loops on one thread."""
+    return _threadpools().limit(limits=1, user_api="openmp")
 
 
 def _tree_params() -> dict[str, object]:
@@ -133,10 +147,11 @@ class SlurmschedPredictor:
         categorical = np.zeros(len(columns), dtype=bool)
         categorical[list(CATEGORICAL_INDEX)] = True
         models = []
-        for quantile in QUANTILES:
-            model = HistGradientBoostingRegressor(loss="quantile", quantile=quantile,
-                                                  categorical_features=categorical[columns], **_tree_params())
-            models.append(model.fit(X, residual))
+        with _one_thread():
+            for quantile in QUANTILES:
+                model = HistGradientBoostingRegressor(loss="quantile", quantile=quantile,
+                                                      categorical_features=categorical[columns], **_tree_params())
+                models.append(model.fit(X, residual))
         self.models = tuple(models)
         self.columns = columns
         self.fitted_jobs = len(runs)
@@ -200,7 +215,8 @@ class SlurmschedPredictor:
             return []
         if self.models and self.columns is not None:
             X = np.asarray([p.snapshot.row for p in items], dtype=float)[:, self.columns]
-            low, middle, high = (m.predict(X) for m in self.models)
+            with _one_thread():
+                low, middle, high = (m.predict(X) for m in self.models)
         else:
             low = np.full(len(items), -DEFAULT_BAND)
             middle = np.zeros(len(items))

@@ -33,9 +33,11 @@ from slurmsched.config import load_config
 from slurmsched.store.repository import open_repository
 repo = open_repository(load_config())
 since = float(sys.argv[1])
+ranks = {job: [d.score for _, d in repo.decisions_for(job) if d.kind == "rank"] for job in map(int, sys.argv[2:])}
 print(json.dumps({
     "cycles": [[c.cycle_id, c.started_at, c.duration_s, c.actions, c.failed] for c in repo.recent_cycles(50)],
     "history": [[j.job_id, j.submit_time, j.name, j.state.value] for j in repo.history(since=since)],
+    "scores": {job: scores[-1] if scores else None for job, scores in ranks.items()},
 }))
 """
 
@@ -95,9 +97,15 @@ class ComposeCluster:
         out = self.slurm("sprio", "-h", "-o", "%i|%S").stdout
         return {int(a): int(b) for a, b in (line.strip().split("|") for line in out.splitlines() if line.strip())}
 
-    def records(self, since: float) -> dict[str, list]:
-        """The daemon's cycles (newest first) and history rows of jobs ended since ``since``."""
-        return json.loads(self.exec(DAEMON, "python3", "-c", _RECORDS, str(since)).stdout)
+    def records(self, since: float, jobs: tuple[int, ...] = ()) -> dict:
+        """The daemon's own records, read through its repository inside its container.
+
+        Returns:
+            ``cycles``: [id, started_at, duration_s, actions, failed], newest first;
+            ``history``: [job id, submit time, name, state] of attempts ended since ``since``;
+            ``scores``: job id (as text) -> the policy score of its latest ranking, for ``jobs``.
+        """
+        return json.loads(self.exec(DAEMON, "python3", "-c", _RECORDS, str(since), *map(str, jobs)).stdout)
 
     def wait(self, what: str, predicate, timeout: float):
         """Poll ``predicate()`` every second until it returns something truthy; return that.

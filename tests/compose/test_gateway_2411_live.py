@@ -29,6 +29,8 @@ def test_queue_json_matches_the_controller(compose, compose_jobs):
 
     snap = json.loads(compose.slurmsched("queue", "--json").stdout)
     mine = {job["job_id"]: job for job in snap["jobs"] if job["name"].startswith(jobs.prefix)}
+    missing = {blocker, multi, cpu, hostile, array} - set(mine)
+    assert not missing, (missing, compose.slurm("squeue", "-h", "-o", "%A|%i|%T|%R").stdout)
     assert mine[hostile]["name"] == jobs.prefix + HOSTILE                    # byte for byte
     assert (mine[hostile]["gpus"], mine[hostile]["partition"], mine[hostile]["time_limit_s"]) == (1, "short", 300)
     assert (mine[multi]["nodes"], mine[multi]["gpus"], mine[multi]["gpu_type"]) == (2, 8, "v100")

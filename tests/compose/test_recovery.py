@@ -65,7 +65,7 @@ def test_controller_restart_mid_run(compose, compose_jobs):
                          lambda: (rows := _sacct_attempts(compose, t0, compose_jobs.prefix))
                          and {r[0] for r in rows} == set(ids) and rows, timeout=60)
     # each job ended while the controller was down (sacct's End is when slurmctld heard of it)
-    assert all(start + sleeps[i] < back for i, _, start in sacct), (sacct, back)
+    assert all(start + sleeps[i] < back for i, _, start in sacct), (sacct, sleeps, back)
 
     def recorded():
         rows = [r for r in compose.records(t0)["history"] if r[2].startswith(compose_jobs.prefix)]

@@ -23,11 +23,15 @@ if [ "$ENGINE" = podman ] && ! command -v podman >/dev/null 2>&1; then
     exit 0  # nothing was ever started here
 fi
 step_start "cluster down"
+# Stop them all at once (compose stops one after the other), then let compose remove them.
+ids=$("$ENGINE" container ls -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null || true)
+[ -n "$ids" ] && "$ENGINE" stop -t 10 $ids >/dev/null 2>&1 || true
 "${COMPOSE[@]}" --profile postgres down "${volumes[@]}" >/dev/null 2>&1 || true
 # Whatever compose missed (e.g. a run container), by the project's label only.
 for kind in container volume network; do
-    ids=$("$ENGINE" "$kind" ls -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null || true)
     [ "$kind" = volume ] && [ ${#volumes[@]} -eq 0 ] && continue
+    all=(); [ "$kind" = container ] && all=(-a)
+    ids=$("$ENGINE" "$kind" ls "${all[@]}" -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null || true)
     [ -n "$ids" ] && "$ENGINE" "$kind" rm -f $ids >/dev/null 2>&1 || true
 done
 if [ $images = 1 ]; then

@@ -23,7 +23,9 @@ wait_tcp() {  # wait_tcp HOST PORT [SECONDS]: until something accepts connection
     local i
     for i in $(seq 1 "${3:-300}"); do
         # bounded: a SYN sent before the peer's network is up is lost and connect() would hang
-        if timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; then return 0; fi
+        if timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; then
+            log "$1:$2 answers (after $SECONDS s)"; return 0
+        fi
         sleep 1
     done
     log "gave up waiting for $1:$2"; return 1

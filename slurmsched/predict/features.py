@@ -22,6 +22,7 @@ import math
 import re
 import zlib
 from collections import Counter
+from operator import itemgetter
 from typing import NamedTuple, Sequence
 
 from slurmsched.model import JobRecord
@@ -45,7 +46,7 @@ SITE_DECAY = 0.99
 #: Largest log2 error an expert is charged for one job (and the charge when it had no value).
 MAX_CHARGE = 2.0
 
-_JOB_COLUMNS = ("log2_limit", "log2_units", "log2_nodes", "log2_gpus", "hour", "weekday")
+_JOB_COLUMNS = ("log2_limit", "log2_units", "log2_nodes", "log2_gpus")
 _SHORT = ("count", "last", "median")
 CATEGORICAL = ("account", "partition", "qos", "name_token")
 #: Every column of a feature row, in order.
@@ -56,14 +57,15 @@ COLUMNS = (
     + tuple(f"pair_units_{n}" for n in _SHORT)
     + tuple(f"user_units_{n}" for n in _SHORT)
     + tuple(f"user_limit_{n}" for n in _SHORT)
-    + ("log2_since_user_last_end", "limit_x_user_ratio")
+    + ("limit_x_user_ratio",)
     + tuple(f"expert{i}_error" for i in range(len(EXPERTS)))
     + ("anchor", "anchor_kind")
     + CATEGORICAL
+    + ("hour", "weekday")  # the only columns that depend on the submit time
 )
 #: Positions of the categorical columns in a row.
 CATEGORICAL_INDEX = tuple(COLUMNS.index(c) for c in CATEGORICAL)
-_SHORT_INDEX = tuple(SUMMARY_NAMES.index(n) for n in _SHORT)
+_short = itemgetter(*(SUMMARY_NAMES.index(n) for n in _SHORT))
 _RATIO = SUMMARY_NAMES.index("ratio")
 _MEDIAN = SUMMARY_NAMES.index("median")
 
@@ -160,18 +162,39 @@ class FeatureState:
 
     @staticmethod
     def _expert_values(stats: Sequence[RunStats | None], log_limit: float) -> tuple[float, ...]:
-        values = tuple(_NAN if s is None else math.log2(s.recent[-1]) for s in stats)
+        values = [_NAN if s is None else math.log2(s.recent[-1]) for s in stats]
         if log_limit == log_limit:
-            values = tuple(min(v, log_limit) for v in values)
-        return values
+            values = [min(v, log_limit) for v in values]  # min(nan, x) stays nan
+        return tuple(values)
 
     def experts(self, job: JobRecord) -> tuple[float, ...]:
         """Each expert's log2 estimate for the job now (NaN where it has none), capped at the limit."""
         limit = limit_of(job)
         return self._expert_values(self._expert_stats(job), math.log2(limit) if limit is not None else _NAN)
 
-    def snapshot(self, job: JobRecord) -> Snapshot:
-        """The job's experts, trusted expert, anchor and feature row from the statistics now."""
+    def snapshot(self, job: JobRecord, cache: dict | None = None) -> Snapshot:
+        """The job's experts, trusted expert, anchor and feature row from the statistics now.
+
+        Args:
+            job: the job.
+            cache: a dict shared by calls made while the statistics do not change (one
+                batch of pending jobs): jobs alike in all that the snapshot reads (array
+                tasks, resubmissions in the same hour) are worked out once and share one
+                snapshot (and one row object).
+        """
+        key = (job.user, job.name, units(job), job.time_limit_s, job.nodes, job.gpus, job.account,
+               job.partition, job.qos)
+        submit = job.submit_time
+        when = (float(int(submit % 86400) // 3600), float((int(submit // 86400) + 3) % 7))
+        if cache is None:
+            return self._compute(job, when)
+        snapshot = cache.get((key, when))
+        if snapshot is None:
+            snapshot = cache[(key, when)] = self._compute(job, when)
+        return snapshot
+
+    def _compute(self, job: JobRecord, when: tuple[float, float]) -> Snapshot:
+        """The snapshot of a job submitted at ``when`` (hour of day, weekday)."""
         user, name, size = job.user, job.name, units(job)
         limit = limit_of(job)
         log_limit = math.log2(limit) if limit is not None else _NAN
@@ -196,28 +219,23 @@ class FeatureState:
         pair_units = stats[0].summary() if stats[0] is not None else EMPTY_SUMMARY
         user_units = self.user_units.summary((user, size))
         user_limit = stats[2].summary() if stats[2] is not None else EMPTY_SUMMARY
-        submit = job.submit_time
-        since = (math.log2(max(1.0, submit - user_stats.last_end))
-                 if user_stats is not None and submit > user_stats.last_end else _NAN)
         row = (
             log_limit,
             math.log2(size),
             math.log2(max(1, job.nodes)),
             math.log2(1 + max(0, job.gpus)),
-            (submit % 86400) / 3600.0,
-            float((int(submit // 86400) + 3) % 7),
             *user_summary,
             *pair_summary,
-            *(pair_units[i] for i in _SHORT_INDEX),
-            *(user_units[i] for i in _SHORT_INDEX),
-            *(user_limit[i] for i in _SHORT_INDEX),
-            since,
+            *_short(pair_units),
+            *_short(user_units),
+            *_short(user_limit),
             log_limit + user_summary[_RATIO],
             *errors,
             anchor,
             float(chosen),
             *self.codes.row(job),
             _first_token_code(name),
+            *when,
         )
         return Snapshot(experts, chosen, anchor, runs, row)
 

@@ -49,7 +49,7 @@ from threadpoolctl import ThreadpoolController
 
 from slurmsched.errors import SlurmschedError
 from slurmsched.model import JobRecord, Prediction
-from slurmsched.predict.common import clamp, limit_of
+from slurmsched.predict.common import MIN_RUNTIME_S, limit_of
 from slurmsched.predict.features import (CATEGORICAL_INDEX, COLUMNS, EXPERTS, CategoryCodes, FeatureState,
                                          Snapshot, replay)
 from slurmsched.predict.history import run_of
@@ -89,6 +89,21 @@ def _threadpools() -> ThreadpoolController:
 def _one_thread():  # noqa: ANN202 - a context manager
     """Run the trees' OpenMP loops on one thread."""
     return _threadpools().limit(limits=1, user_api="openmp")
+
+
+def _distinct_rows(items: Sequence[_Prepared]) -> tuple[list[tuple[float, ...]], np.ndarray]:
+    """The distinct feature rows (jobs alike share one row object) and each job's index into them."""
+    index: dict[int, int] = {}
+    rows: list[tuple[float, ...]] = []
+    where = np.empty(len(items), dtype=np.intp)
+    for i, item in enumerate(items):
+        row = item.snapshot.row
+        j = index.get(id(row))
+        if j is None:
+            j = index[id(row)] = len(rows)
+            rows.append(row)
+        where[i] = j
+    return rows, where
 
 
 def _tree_params() -> dict[str, object]:
@@ -198,14 +213,16 @@ class SlurmschedPredictor:
     def prepare(self, jobs: Sequence[JobRecord]) -> list[object]:
         """Snapshot each job's experts and features from the statistics now."""
         out: list[object] = []
+        cache: dict = {}
+        pending = self._pending
         for job in jobs:
-            snapshot = self.state.snapshot(job)
+            snapshot = self.state.snapshot(job, cache)
             key = (job.cluster, job.job_id)
-            self._pending[key] = snapshot
-            self._pending.move_to_end(key)
-            if len(self._pending) > MAX_REMEMBERED:
-                self._pending.popitem(last=False)
+            pending[key] = snapshot
+            pending.move_to_end(key)
             out.append(_Prepared(job.job_id, snapshot, limit_of(job)))
+        while len(pending) > MAX_REMEMBERED:
+            pending.popitem(last=False)
         return out
 
     def finish(self, prepared: Sequence[object]) -> list[Prediction]:
@@ -213,44 +230,46 @@ class SlurmschedPredictor:
         items: list[_Prepared] = list(prepared)  # type: ignore[arg-type]
         if not items:
             return []
+        n = len(items)
+        anchor = np.fromiter((p.snapshot.anchor for p in items), dtype=float, count=n)
+        chosen = np.fromiter((p.snapshot.chosen for p in items), dtype=int, count=n)
+        limit = np.fromiter((math.inf if p.limit is None else p.limit for p in items), dtype=float, count=n)
+        cold = chosen < 0
+        estimate = anchor.copy()
         if self.models and self.columns is not None:
-            X = np.asarray([p.snapshot.row for p in items], dtype=float)[:, self.columns]
+            rows, where = _distinct_rows(items)
+            X = np.array(rows, dtype=float)[:, self.columns]
+            low_model, middle_model, high_model = self.models
             with _one_thread():
-                low, middle, high = (m.predict(X) for m in self.models)
+                low, high = low_model.predict(X)[where], high_model.predict(X)[where]
+                if cold.any():
+                    estimate[cold] += middle_model.predict(X)[where[cold]]
+            low, high = anchor + low, anchor + high
         else:
-            low = np.full(len(items), -DEFAULT_BAND)
-            middle = np.zeros(len(items))
-            high = np.full(len(items), DEFAULT_BAND)
-        out = []
-        for i, item in enumerate(items):
-            snap = item.snapshot
-            if snap.chosen >= 0:
-                estimate = snap.anchor
-                source = f"{EXPERTS[snap.chosen]} ({snap.runs} runs)"
-            else:
-                estimate = snap.anchor + float(middle[i]) if self.models else snap.anchor
-                source = "cold start: " + ("learned from size, limit and partition" if self.models
-                                           else "time limit" if item.limit is not None
-                                           else "site median" if self.state.overall.count else "default 1 h")
-            if self.models:
-                source = f"model {self.version}: {source}"
-            offset = estimate - snap.anchor
-            out.append(self._bounded(item.job_id, estimate, snap.anchor + float(low[i]) - offset,
-                                     snap.anchor + float(high[i]) - offset, item.limit, source))
-        return out
+            low, high = anchor - DEFAULT_BAND, anchor + DEFAULT_BAND
+        seconds = np.minimum(np.exp2(np.minimum(estimate, 40.0)), limit)
+        seconds = np.round(np.maximum(seconds, MIN_RUNTIME_S), 3)
+        shift = np.log2(seconds) - estimate  # a capped estimate moves its spread with it
+        low_s = np.round(np.minimum(np.maximum(np.exp2(low + shift), MIN_RUNTIME_S), seconds), 3)
+        high_s = np.round(np.minimum(np.maximum(np.exp2(np.minimum(high + shift, 40.0)), seconds), limit), 3)
+        high_s = np.maximum(high_s, seconds)
+        prefix = f"model {self.version}: " if self.models else ""
+        return [Prediction(item.job_id, e, lo, hi, prefix + self._source(item), self.version)
+                for item, e, lo, hi in zip(items, seconds.tolist(), low_s.tolist(), high_s.tolist())]
+
+    def _source(self, item: _Prepared) -> str:
+        snap = item.snapshot
+        if snap.chosen >= 0:
+            return f"{EXPERTS[snap.chosen]} ({snap.runs} runs)"
+        if self.models:
+            return "cold start: learned from size, limit and partition"
+        if item.limit is not None:
+            return "cold start: time limit"
+        return "cold start: site median" if self.state.overall.count else "cold start: default 1 h"
 
     def predict(self, jobs: Sequence[JobRecord]) -> list[Prediction]:
         """One prediction per job, in order; never raises for odd or missing fields."""
         return self.finish(self.prepare(jobs))
-
-    def _bounded(self, job_id: int, log_estimate: float, log_low: float, log_high: float,
-                 limit: float | None, source: str) -> Prediction:
-        """Back to seconds (rounded to ms, so an exact earlier run time stays exact), capped at the limit."""
-        estimate = round(clamp(2.0 ** min(log_estimate, 40.0), limit), 3)
-        log_estimate = math.log2(estimate)
-        low = round(clamp(2.0 ** min(log_low, log_estimate), limit), 3)
-        high = round(clamp(2.0 ** max(min(log_high, 40.0), log_estimate), limit), 3)
-        return Prediction(job_id, estimate, min(low, estimate), max(high, estimate), source, self.version)
 
     # --- persistence -----------------------------------------------------------------
 

@@ -132,7 +132,9 @@ class SlurmschedPredictor:
         self.fitted_jobs = 0
         self.runs_seen = 0
         self.seen_until = float("-inf")
-        self._pending: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
+        # predicted jobs by (job id, submit time): the same in the queue and in accounting,
+        # whatever cluster name each reports
+        self._pending: OrderedDict[tuple[int, float], Snapshot] = OrderedDict()
         self._rows = np.empty((MAX_TRAIN_JOBS, len(COLUMNS)), dtype=np.float32)
         self._targets = np.empty(MAX_TRAIN_JOBS, dtype=np.float32)
         self._kept = 0
@@ -201,7 +203,7 @@ class SlurmschedPredictor:
                 continue
             self.state.add(job, run)
             self.runs_seen += 1
-            snap = self._pending.pop((job.cluster, job.job_id), None)
+            snap = self._pending.pop((job.job_id, job.submit_time), None)
             if snap is not None:
                 self.state.score(job.user, snap.experts, run.log_runtime)
                 self._keep(snap.row, run.log_runtime)
@@ -217,7 +219,7 @@ class SlurmschedPredictor:
         pending = self._pending
         for job in jobs:
             snapshot = self.state.snapshot(job, cache)
-            key = (job.cluster, job.job_id)
+            key = (job.job_id, job.submit_time)
             pending[key] = snapshot
             pending.move_to_end(key)
             out.append(_Prepared(job.job_id, snapshot, limit_of(job)))

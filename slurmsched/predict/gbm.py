@@ -256,8 +256,15 @@ class SlurmschedPredictor:
         high_s = np.round(np.minimum(np.maximum(np.exp2(np.minimum(high + shift, 40.0)), seconds), limit), 3)
         high_s = np.maximum(high_s, seconds)
         prefix = f"model {self.version}: " if self.models else ""
-        return [Prediction(item.job_id, e, lo, hi, prefix + self._source(item), self.version)
-                for item, e, lo, hi in zip(items, seconds.tolist(), low_s.tolist(), high_s.tolist())]
+        sources: dict[tuple[int, bool], str] = {}  # jobs sharing a snapshot share its source text
+        out = []
+        for item, e, lo, hi in zip(items, seconds.tolist(), low_s.tolist(), high_s.tolist()):
+            key = (id(item.snapshot), item.limit is None)
+            source = sources.get(key)
+            if source is None:
+                source = sources[key] = prefix + self._source(item)
+            out.append(Prediction(item.job_id, e, lo, hi, source, self.version))
+        return out
 
     def _source(self, item: _Prepared) -> str:
         snap = item.snapshot

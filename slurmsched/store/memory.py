@@ -57,7 +57,7 @@ class MemoryJobRepository:
         self._last_decisions: dict[tuple[int, str], tuple[Any, ...]] = {}
         self._applied: dict[tuple[int, str], AppliedChange] = {}
         self._models: dict[str, tuple[str, bytes, dict[str, object]]] = {}
-        self._undo: list[Callable[[], None]] | None = None
+        self._undo: list[Callable[[], None] | tuple[dict, Any, bool, Any]] | None = None
 
     # --- transactions ---------------------------------------------------------------
 
@@ -72,7 +72,14 @@ class MemoryJobRepository:
             yield
         except BaseException:
             for undo in reversed(self._undo):
-                undo()
+                if callable(undo):
+                    undo()
+                else:
+                    table, key, missing, before = undo
+                    if missing:
+                        table.pop(key, None)
+                    else:
+                        table[key] = before
             raise
         finally:
             self._undo = None
@@ -83,16 +90,16 @@ class MemoryJobRepository:
 
     def _set(self, table: dict, key: Any, value: Any) -> None:
         """``table[key] = value``, undoable."""
-        missing = key not in table
-        before = table.get(key)
+        if self._undo is not None:
+            self._undo.append((table, key, key not in table, table.get(key)))
         table[key] = value
-        self._log(lambda: table.pop(key, None) if missing else table.__setitem__(key, before))
 
     def _pop(self, table: dict, key: Any) -> None:
         """``del table[key]`` if present, undoable."""
         if key in table:
             before = table.pop(key)
-            self._log(lambda: table.__setitem__(key, before))
+            if self._undo is not None:
+                self._undo.append((table, key, False, before))
 
     # --- job history ----------------------------------------------------------------
 

@@ -20,7 +20,7 @@ postgres=0
 for arg in "$@"; do
     case "$arg" in
         --postgres) postgres=1 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "up.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
     esac
 done

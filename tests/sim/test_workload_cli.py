@@ -1,0 +1,113 @@
+"""Workloads, cluster sizing, metrics and the ``slurmsched simulate`` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurmsched.cli import main
+from slurmsched.errors import ConfigError, TraceFormatError
+from slurmsched.model import JobRecord, JobState
+from slurmsched.sim.metrics import compute_metrics, gain_share, wait_by_size
+from slurmsched.sim.runner import JobOutcome
+from slurmsched.sim.sizing import SizeRequest, helios_pools, offered_load, size_cluster
+from slurmsched.sim.workload import load_trace, workload_from_records
+
+REQUEST = SizeRequest(target_load=0.5, default_gpus_per_node=8)
+
+
+def record(job_id: int, submit: float, run: float | None, *, gpus: int = 0, cpus: int = 1) -> JobRecord:
+    return JobRecord(job_id=job_id, user="u", submit_time=submit, state=JobState.COMPLETED,
+                     start_time=None if run is None else submit, end_time=None if run is None else submit + run,
+                     gpus=gpus, cpus=cpus)
+
+
+def write_swf(path: Path, jobs: list[tuple[int, int, int, int, int, int]], max_procs: int = 16) -> Path:
+    """An SWF file: (job, submit, run, procs, requested time, user) per job."""
+    lines = ["; Version: 2.2", f"; MaxNodes: {max_procs}", f"; MaxProcs: {max_procs}", "; UnixStartTime: 1000000"]
+    for job, submit, run, procs, req, user in jobs:
+        lines.append(f"{job} {submit} 0 {run} {procs} -1 -1 {procs} {req} -1 1 {user} 1 {job % 3 + 1} 1 -1 -1 -1")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_units_are_gpus_or_processors_and_unrunnable_jobs_are_left_out() -> None:
+    cpu = workload_from_records([record(2, 10.0, 5.0, cpus=4), record(1, 0.0, 5.0, cpus=2),
+                                 record(3, 20.0, None, cpus=2)], "cpu")
+    assert [(j.record.job_id, j.units) for j in cpu.jobs] == [(1, 2), (2, 4)] and cpu.skipped == 1
+    assert cpu.span_s == 10.0 and cpu.gpu_seconds == 30.0 and cpu.max_units == 4
+    gpu = workload_from_records([record(1, 0.0, 5.0, gpus=2, cpus=8), record(2, 1.0, 5.0, cpus=8)], "gpu")
+    assert [(j.record.job_id, j.units) for j in gpu.jobs] == [(1, 2)] and gpu.skipped == 1
+    with pytest.raises(TraceFormatError, match="appears twice"):
+        workload_from_records([record(1, 0.0, 5.0, cpus=1), record(1, 9.0, 5.0, cpus=1)], "dup")
+
+
+def test_cluster_size_from_options_header_pools_or_load(tmp_path: Path) -> None:
+    swf = write_swf(tmp_path / "t.swf", [(1, 0, 100, 4, 200, 1), (2, 50, 100, 2, 300, 2)], max_procs=16)
+    workload = load_trace(swf, "swf")
+    spec, note = size_cluster(workload, REQUEST, path=swf, fmt="swf")
+    assert (len(spec.nodes), spec.total_gpus) == (1, 16) and "one pool of processors" in note
+    spec, _ = size_cluster(workload, SizeRequest(0.5, 8, gpus=20), path=swf, fmt="swf")
+    assert spec.total_gpus == 20                      # the header's one processor per node
+    spec, _ = size_cluster(workload, SizeRequest(0.5, 8, nodes=3, gpus_per_node=4))
+    assert (len(spec.nodes), spec.total_gpus) == (3, 12)
+    gpu = workload_from_records([record(i, i * 100.0, 400.0, gpus=4) for i in range(1, 101)], "g")
+    spec, note = size_cluster(gpu, REQUEST)
+    assert spec.total_gpus == 32 and "50%" in note    # 16 GPUs of work on average, at half load
+    assert offered_load(gpu, spec) == pytest.approx(16.16 / 32, rel=0.01)
+    with pytest.raises(ConfigError, match="smaller than the biggest job"):
+        size_cluster(workload, SizeRequest(0.5, 8, gpus=3), path=swf, fmt="swf")
+    helios = tmp_path / "h.csv"
+    helios.write_text("# per-VC pool sizes (nodes, 8 GPU/node): vcA=3, vcB=1\njob_id,user\n")
+    assert helios_pools(helios) == {"vcA": (3, 8), "vcB": (1, 8)}
+
+
+def test_metrics() -> None:
+    outcomes = [JobOutcome(1, 0.0, 0.0, 100.0, 2), JobOutcome(2, 0.0, 50.0, 55.0, 1),
+                JobOutcome(3, 10.0, 110.0, 210.0, 4)]
+    m = compute_metrics(outcomes, cluster_gpus=4)
+    assert m.avg_jct_s == pytest.approx((100 + 55 + 200) / 3)
+    assert (m.avg_wait_s, m.p50_wait_s, m.max_wait_s) == (pytest.approx(50.0), 50.0, 100.0)
+    assert m.bounded_slowdown == pytest.approx((1 + 5.5 + 2) / 3)
+    assert m.utilisation == pytest.approx((200 + 5 + 400) / (4 * 210))
+    assert wait_by_size(outcomes) == [("1", 1, 50.0), ("2-4", 2, 50.0)]
+    assert gain_share(100.0, 60.0, 70.0) == pytest.approx(0.75) and gain_share(100.0, 100.0, 90.0) is None
+
+
+def test_simulate_command_prints_json_and_writes_the_report(tmp_path: Path) -> None:
+    jobs = [(i, i * 30, [40, 900, 60, 3000][i % 4], [1, 2, 8, 4][i % 4], 4000, i % 5) for i in range(1, 121)]
+    swf = write_swf(tmp_path / "small.swf", jobs, max_procs=8)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["simulate", "--trace", str(swf), "--format", "swf", "--policy",
+                                       "fifo,sjf,multifactor", "--out", str(out), "--json", "--no-progress"],
+                                env={"SLURMSCHED_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    assert summary["jobs"] == 120 and list(summary["policies"]) == ["fifo", "sjf", "multifactor"]
+    assert set(summary["policies"]["sjf"]) == {"avg_jct_s", "avg_wait_s", "p50_wait_s", "p99_wait_s",
+                                              "max_wait_s", "bounded_slowdown", "utilisation"}
+    assert summary["policies"]["sjf"]["avg_jct_s"] < summary["policies"]["fifo"]["avg_jct_s"]
+    assert sorted(p.name for p in out.iterdir()) == ["jct_cdf.png", "results.json", "table.txt", "wait_by_size.png"]
+    details = json.loads((out / "results.json").read_text())
+    assert details["cluster"]["gpus"] == 8 and details["policies"]["sjf"]["gain_share"] == pytest.approx(1.0)
+    table = CliRunner().invoke(main, ["simulate", "--trace", str(swf), "--format", "swf", "--policy", "fifo",
+                                      "--no-progress"], env={"SLURMSCHED_CONFIG": None})
+    assert table.exit_code == 0 and "avg JCT" in table.output and "fifo" in table.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--policy", "fifo"], "give either --trace"),
+    (["--trace", "x.swf"], "--trace needs --format"),
+    (["--trace", "x.swf", "--format", "swf", "--gpus", "4", "--nodes", "2"], "not both"),
+    (["--trace", "missing.swf", "--format", "swf"], "cannot read trace"),
+    (["--trace", "x.swf", "--format", "swf", "--policy", "lifo"], "unknown policy"),
+])
+def test_simulate_command_refuses_bad_input(args: list[str], message: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    with runner.isolated_filesystem(temp_dir=tmp_path) as here:
+        write_swf(Path(here) / "x.swf", [(1, 0, 10, 1, 20, 1)])
+        result = runner.invoke(main, ["simulate", *args, "--no-progress"], env={"SLURMSCHED_CONFIG": None})
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output

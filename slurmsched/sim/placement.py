@@ -11,7 +11,8 @@ Placement rules (what ``select/cons_tres`` does for a job submitted as
 Among equally free nodes a one-node job takes the first listed and a bigger job the last
 listed (a fixed order, so runs are reproducible). Nodes carry one GPU type and a set of
 partitions; a job may use the nodes of its partition, limited to a set of GPU types
-(its typed GRES or its ``Features``; ``None`` meaning any type).
+(its typed GRES or its ``Features``; ``None`` meaning any type). Untyped nodes (a cluster
+given only by its size) serve every type.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class Pool:
         cached = self._eligible_cache.get(key)
         if cached is None:
             classes = [c for c in self._levels
-                       if (types is None or c[0] in types) and (c[1] is None or partition in c[1])]
+                       if (types is None or c[0] is None or c[0] in types) and (c[1] is None or partition in c[1])]
             caps = [self.capacity[i] for i, c in self._class_of.items() if c in classes]
             cached = (classes, max(caps, default=0), sum(caps))
             self._eligible_cache[key] = cached

@@ -111,3 +111,28 @@ def test_simulate_command_refuses_bad_input(args: list[str], message: str, tmp_p
         write_swf(Path(here) / "x.swf", [(1, 0, 10, 1, 20, 1)])
         result = runner.invoke(main, ["simulate", *args, "--no-progress"], env={"SLURMSCHED_CONFIG": None})
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_simulate_replays_the_history_database(tmp_path: Path) -> None:
+    from slurmsched.store.repository import SqlJobRepository
+    from slurmsched.workload import WorkloadSpec, generate_workload
+
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    repo = SqlJobRepository.from_url(url)
+    repo.upgrade()
+    jobs = generate_workload(WorkloadSpec(jobs=80, mean_interarrival_s=60.0, gpu_nodes=(("a100", 8, 2),)),
+                             start=1_700_000_000.0)
+    repo.ingest_finished(jobs)
+    repo.close()
+    result = CliRunner().invoke(main, ["simulate", "--from-db", "--db", url, "--policy", "fifo,sjf", "--gpus", "16",
+                                       "--json", "--no-progress"], env={"SLURMSCHED_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    assert summary["jobs"] == 80 and set(summary["policies"]) == {"fifo", "sjf"}
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    repo = SqlJobRepository.from_url(empty)
+    repo.upgrade()
+    repo.close()
+    result = CliRunner().invoke(main, ["simulate", "--from-db", "--db", empty, "--no-progress"],
+                                env={"SLURMSCHED_CONFIG": None})
+    assert result.exit_code == 2 and "no finished job" in result.output

@@ -72,6 +72,8 @@ class _Pass:
             back: until the next start, every such job lands on the same node and is
             held back too.
         starts: jobs started by this pass so far.
+        moved: pools where a job started ahead of the reservation (its kept
+            reservation, if any, no longer holds).
         stale: the verdicts on older jobs may no longer hold; the next pass must be full.
     """
 
@@ -80,6 +82,7 @@ class _Pass:
     delaying: set[str] = field(default_factory=set)
     delayers: dict[tuple[_Group, int], int] = field(default_factory=dict)
     starts: int = 0
+    moved: set[str] = field(default_factory=set)
     stale: bool = False
 
 
@@ -137,6 +140,7 @@ class SimulatedSlurm:
         self._reordered = False
         self._arrived: list[SimJob] = []
         self._last_pass: _Pass | None = None
+        self._kept: dict[str, _Reservation] = {}
         #: every action received through ``apply`` (the simulated RPC count).
         self.rpcs = 0
 
@@ -255,8 +259,13 @@ class SimulatedSlurm:
         pool = self._pools[job.partition.pool]
         pool.release(job.alloc)
         self._touch(job.alloc)
+        expected_end = job.start + job.bf_limit
         ends = self._by_end[pool.name]
-        del ends[bisect_left(ends, (job.start + job.bf_limit, job.job_id))]
+        del ends[bisect_left(ends, (expected_end, job.job_id))]
+        kept = self._kept.get(pool.name)
+        if kept is not None and not expected_end <= min(now, kept.shadow_time):
+            # It ended before the reservation counted on its GPUs: the head may start sooner.
+            del self._kept[pool.name]
         job.end = now
         self._unbuilt.discard(job.job_id)
         self._finished.append((job, self._records.pop(job.job_id, None)))
@@ -282,6 +291,8 @@ class SimulatedSlurm:
         self._reordered = False
         queue = self._queue
         aged = queue.age(now)
+        if aged:
+            self._kept.clear()
         last = self._last_pass
         if last is not None and not last.stale and not aged and arrived:
             arrived.sort(key=lambda j: queue.sort_key(j, now))
@@ -348,7 +359,10 @@ class SimulatedSlurm:
         if alloc is None:
             state.min_fail[group] = units
             if reservation is None:
-                state.reservations[pool_name] = self._reserve(pool, job, now)
+                kept = self._kept.get(pool_name)
+                if kept is None or kept.head is not job or pool_name in state.moved or kept.shadow_time <= now:
+                    kept = self._kept[pool_name] = self._reserve(pool, job, now)
+                state.reservations[pool_name] = kept
             return False
         if delays:
             shadow = reservation.state
@@ -359,6 +373,8 @@ class SimulatedSlurm:
                 return False
         if self._unsettled(state, job):
             state.stale = True
+        if reservation is None:
+            state.moved.add(pool_name)
         self._start(job, pool, alloc, now)
         state.starts += 1
         return True
@@ -369,7 +385,13 @@ class SimulatedSlurm:
         return pool in state.delaying and len(self._pools[pool].capacity) > 1
 
     def _reserve(self, pool: Pool, head: SimJob, now: float) -> _Reservation:
-        """When and with what free GPUs ``head`` could start if running jobs end by their limits."""
+        """When and with what free GPUs ``head`` could start if running jobs end by their limits.
+
+        The reservation is kept across passes while it stays exact: the same head blocks
+        first, nothing started ahead of it, the order did not change, and every job that
+        ended had been counted as ending by then (it ran to its limit, as jobs of traces
+        without limits do). Jobs backfilled since were taken out of it as they started.
+        """
         shadow = pool.shadow(head.partition.nodes_of, head.gpu_types, head.units)
         running = self._running
         for expected_end, job_id in self._by_end[pool.name]:
@@ -516,6 +538,7 @@ class SimulatedSlurm:
             self._records[job.job_id] = dataclasses.replace(record, excluded_nodes=action.nodes)
         self._reordered = True
         self._last_pass = None
+        self._kept.clear()
         return ActionOutcome(action, True, "")
 
     def _requeue(self, job: SimJob, partition: PartitionSpec, gpu_types: GpuTypes) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from slurmsched.model import JobRecord, JobState, SchedulerConfig, SetFeatures, SetPartition, SetSiteFactor, SetSwitches
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.cluster import ClusterSpec, NodeSpec, PartitionSpec
@@ -102,13 +104,15 @@ def test_snapshot_accounting_and_apply_behave_like_slurm() -> None:
     assert slurm.finished_since(1030.5) == [] and slurm.finished_since(0.0) == done
 
 
-def test_incremental_passes_match_full_passes() -> None:
-    """Reusing a pass's verdicts for arrivals starts exactly the jobs a full pass would."""
+@pytest.mark.parametrize("limits", [True, False])
+def test_incremental_passes_match_full_passes(limits: bool) -> None:
+    """Reusing a pass's verdicts and kept reservations starts exactly the jobs a full pass would."""
     import random
 
     class FullPasses(SimulatedSlurm):
         def schedule(self):
             self._last_pass = None
+            self._kept.clear()
             return super().schedule()
 
     def run(cls) -> list[tuple[int, float]]:
@@ -122,7 +126,7 @@ def test_incremental_passes_match_full_passes() -> None:
             t += rng.expovariate(1 / 40)
             run_s = rng.lognormvariate(5.5, 1.2)
             events.append((t, i, job(slurm, i, rng.choice([1, 1, 2, 4, 8, 12, 16]), run_s,
-                                     limit=run_s * rng.uniform(1, 4), submit=t)))
+                                     limit=run_s * rng.uniform(1, 4) if limits else None, submit=t)))
         starts = []
         import heapq
         heapq.heapify(events)

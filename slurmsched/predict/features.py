@@ -63,8 +63,6 @@ COLUMNS = (
     + CATEGORICAL
     + ("hour", "weekday")  # the only columns that depend on the submit time
 )
-#: Positions of the categorical columns in a row.
-CATEGORICAL_INDEX = tuple(COLUMNS.index(c) for c in CATEGORICAL)
 _short = itemgetter(*(SUMMARY_NAMES.index(n) for n in _SHORT))
 _RATIO = SUMMARY_NAMES.index("ratio")
 _MEDIAN = SUMMARY_NAMES.index("median")

@@ -176,23 +176,33 @@ class FeatureState:
         Args:
             job: the job.
             cache: a dict shared by calls made while the statistics do not change (one
-                batch of pending jobs): jobs alike in all that the snapshot reads (array
-                tasks, resubmissions in the same hour) are worked out once and share one
-                snapshot (and one row object).
+                batch of pending jobs). Everything but the submit hour and weekday is
+                worked out once per set of jobs alike in all that the snapshot reads (a
+                user's resubmissions, array tasks), and jobs alike submitted in the same
+                hour share one snapshot (and one row object).
         """
-        key = (job.user, job.name, units(job), job.time_limit_s, job.nodes, job.gpus, job.account,
-               job.partition, job.qos)
         submit = job.submit_time
         when = (float(int(submit % 86400) // 3600), float((int(submit // 86400) + 3) % 7))
         if cache is None:
-            return self._compute(job, when)
-        snapshot = cache.get((key, when))
+            return self._at(self._compute(job), when)
+        key = (job.user, job.name, units(job), job.time_limit_s, job.nodes, job.gpus, job.account, job.partition,
+               job.qos)
+        entry = cache.get(key)
+        if entry is None:
+            entry = cache[key] = (self._compute(job), {})
+        base, by_time = entry
+        snapshot = by_time.get(when)
         if snapshot is None:
-            snapshot = cache[(key, when)] = self._compute(job, when)
+            snapshot = by_time[when] = self._at(base, when)
         return snapshot
 
-    def _compute(self, job: JobRecord, when: tuple[float, float]) -> Snapshot:
-        """The snapshot of a job submitted at ``when`` (hour of day, weekday)."""
+    @staticmethod
+    def _at(base: Snapshot, when: tuple[float, float]) -> Snapshot:
+        """``base`` (whose row lacks the time columns) for a job submitted at ``when``."""
+        return Snapshot(base.experts, base.chosen, base.anchor, base.runs, base.row + when)
+
+    def _compute(self, job: JobRecord) -> Snapshot:
+        """The job's snapshot without the time columns (hour of day, weekday) at the row's end."""
         user, name, size = job.user, job.name, units(job)
         limit = limit_of(job)
         log_limit = math.log2(limit) if limit is not None else _NAN
@@ -233,7 +243,6 @@ class FeatureState:
             float(chosen),
             *self.codes.row(job),
             _first_token_code(name),
-            *when,
         )
         return Snapshot(experts, chosen, anchor, runs, row)
 

@@ -3,13 +3,15 @@
 Works with every Slurm from 21.08 on (JSON output of both shapes, see
 :mod:`slurmsched.gateway.parse`). What one daemon cycle costs slurmctld and this host:
 
-``snapshot()`` runs four commands, one RPC each:
+``snapshot()`` runs four or five commands, one RPC each:
     1. ``scontrol show config`` (priority weights, topology; a few ms),
     2. ``sprio -h -o %i|%S|%Y`` (SiteFactor of pending jobs; only under
        ``priority/multifactor``; ~0.02 s at 10,000 jobs),
     3. ``squeue --json -a`` (every job; 22.05 ignores filters, so finished jobs are
        dropped here; the dominant cost: ~2 s and ~0.5 GB client RSS at 10,000 jobs),
-    4. ``sinfo --json -a`` (nodes; ~0.01 s).
+    4. ``scontrol -a -o show job`` (only when pending multi-node jobs lack their
+       ``--switches`` request, i.e. on 22.05: its JSON has no switch fields),
+    5. ``sinfo --json -a`` (nodes; ~0.01 s).
 ``finished_since(t)`` runs one ``sacct --json -X -D -a -S <t> -E now -s <terminal states>``
 (slurmdbd, not slurmctld; ~0.35 s).
 ``scheduler_config()`` runs ``scontrol show config``.
@@ -23,15 +25,18 @@ from __future__ import annotations
 import logging
 import re
 import time
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from slurmsched.errors import InvalidAction, SlurmError
 from slurmsched.gateway.argv import site_factor_argv, update_argv
 from slurmsched.gateway.commands import CommandResult, SlurmCommands
 from slurmsched.gateway.parse import parse_sacct, parse_sinfo, parse_squeue
+from slurmsched.gateway.show_job import SHOW_JOBS_ARGS, parse_switch_requests, show_job_args
 from slurmsched.gateway.slurm_config import parse_show_config, scheduler_config
 from slurmsched.gateway.sprio import SPRIO_ARGS, parse_sprio
-from slurmsched.model import Action, ActionOutcome, ClusterSnapshot, JobRecord, SchedulerConfig, SetSiteFactor
+from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, JobRecord, JobState, SchedulerConfig,
+                              SetSiteFactor)
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,9 @@ class CliGateway:
     def snapshot(self) -> ClusterSnapshot:
         """Pending and running jobs with their SiteFactor, nodes and scheduler config.
 
-        Runs ``scontrol show config``, ``sprio``, ``squeue --json`` and ``sinfo --json``.
+        Runs ``scontrol show config``, ``sprio``, ``squeue --json``, ``sinfo --json`` and,
+        where the JSON lacks switch requests, ``scontrol -a -o show job``
+        (:meth:`with_switch_requests`).
 
         Raises:
             SlurmCommandNotFound, SlurmUnavailable, SlurmCommandFailed, SlurmParseError.
@@ -70,10 +77,41 @@ class CliGateway:
         taken_at = time.time()
         cluster, config = self.read_config()
         factors = self.site_factors(config)
-        jobs = parse_squeue(self.commands.run("squeue", ("--json", "-a")).stdout, factors)
+        jobs = self.with_switch_requests(parse_squeue(self.commands.run("squeue", ("--json", "-a")).stdout, factors))
         nodes = parse_sinfo(self.commands.run("sinfo", ("--json", "-a")).stdout)
         return ClusterSnapshot(taken_at=taken_at, cluster=cluster, jobs=tuple(jobs), nodes=tuple(nodes),
                                config=config)
+
+    def with_switch_requests(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """Fill in the ``--switches`` request of pending multi-node jobs where the JSON lacks it.
+
+        Slurm 22.05's ``squeue --json`` has no switch fields (``switches`` is ``None``);
+        23.11+ JSON has them and nothing is run. Otherwise one ``scontrol -a -o show
+        job`` lists every job and each such job gets ``switches`` (0: no request) and
+        ``switch_wait_s`` from its line; a job whose id shows on more than one line (a
+        forged line in some job's name) is asked for alone with ``scontrol -o show job
+        ID``. A job that left the queue meanwhile keeps ``None``.
+
+        Raises:
+            SlurmCommandNotFound, SlurmUnavailable, SlurmCommandFailed: the listing failed.
+        """
+        wanted = {j.job_id for j in jobs if j.switches is None and j.nodes > 1 and j.state is JobState.PENDING}
+        if not wanted:
+            return jobs
+        requests, ambiguous = parse_switch_requests(self.commands.run("scontrol", SHOW_JOBS_ARGS).text, wanted)
+        for job_id in ambiguous:
+            result = self.commands.run("scontrol", show_job_args(job_id), check=False)
+            if result.returncode == 0:
+                requests.update(parse_switch_requests(result.text, (job_id,))[0])
+        log.debug("switch requests: %d jobs asked, %d found, %d ambiguous", len(wanted), len(requests),
+                  len(ambiguous))
+        out = []
+        for job in jobs:
+            request = requests.get(job.job_id) if job.job_id in wanted else None
+            if request is not None:
+                job = replace(job, switches=request[0], switch_wait_s=request[1])
+            out.append(job)
+        return out
 
     def scheduler_config(self) -> SchedulerConfig:
         """Priority weights, ``PriorityMaxAge``, topology plugin, ``max_switch_wait``.

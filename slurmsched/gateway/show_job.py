@@ -1,0 +1,79 @@
+"""``scontrol -a -o show job``: the switch requests that Slurm 22.05's ``squeue --json`` leaves out.
+
+22.05's JSON (openapi v0.0.37/38) has no ``required_switches`` or
+``maximum_switch_wait_time``, so a user's own ``--switches`` request is invisible there
+(24.11+ JSON carries both). scontrol's one-line-per-job text shows it: a job with a
+request has ``Switches=N@[D-]HH:MM:SS`` (the wait already capped at ``max_switch_wait``),
+a job without one has no such field. 22.05's ``scontrol show job`` takes one job id or
+none (``show job 5,6`` is "Invalid job id specified"), so the gateway lists every job
+in one call, one job-table RPC like ``squeue``'s, and reads only the lines of the jobs
+it asks about.
+
+Trust: a job's own free-text fields (name, comment, paths, mail user) could imitate a
+``Switches=`` field, which only misleads about that same job; the well-formed one that
+``Power=`` follows is taken (else the last well-formed one). A job name holding a newline can make a line that starts
+``JobId=<another job>``; an id found on more than one line is therefore reported as
+ambiguous rather than believed, and the gateway asks for that job alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Container
+
+from slurmsched.gateway.slurm_config import parse_duration
+
+#: scontrol arguments listing every job (``-a``: hidden partitions too), one line each.
+SHOW_JOBS_ARGS = ("-a", "-o", "show", "job")
+
+#: ``Switches=N@wait``; Slurm 22.05 prints ``Power=`` right after the real one.
+_SWITCHES = re.compile(r" Switches=(\d+)@((?:\d+-)?\d+(?::\d+){0,2}|UNLIMITED|INFINITE)(?= |$)( Power=)?")
+
+#: A job's switch request: leaf-switch count (0 for none) and the most it may wait (seconds).
+SwitchRequest = tuple[int, int | None]
+
+
+def show_job_args(job_id: int) -> tuple[str, ...]:
+    """scontrol arguments showing one job, on one line."""
+    return ("-o", "show", "job", str(job_id))
+
+
+def parse_switch_requests(text: str, wanted: Container[int]) -> tuple[dict[int, SwitchRequest], set[int]]:
+    """Switch requests of the ``wanted`` jobs in ``scontrol -o show job`` output.
+
+    Args:
+        text: the command's stdout (one job per line; "No jobs in the system" is fine).
+        wanted: ids of the jobs to report.
+
+    Returns:
+        ``(requests, ambiguous)``: job id -> ``(switches, wait_s)`` for each wanted job
+        listed on exactly one line (``(0, None)`` when it has no request); and the
+        wanted ids listed on several lines, which are not reported. Wanted jobs not
+        listed at all (gone meanwhile) are in neither. Malformed lines never raise.
+    """
+    requests: dict[int, SwitchRequest] = {}
+    ambiguous: set[int] = set()
+    for line in text.split("\n"):
+        if not line.startswith("JobId="):
+            continue
+        end = line.find(" ", 6)
+        head = line[6:end] if end >= 0 else line[6:].rstrip()
+        if not head.isdigit():
+            continue
+        job_id = int(head)
+        if job_id not in wanted:
+            continue
+        if job_id in requests:
+            ambiguous.add(job_id)
+        requests[job_id] = _switch_request(line)
+    for job_id in ambiguous:
+        del requests[job_id]
+    return requests, ambiguous
+
+
+def _switch_request(line: str) -> SwitchRequest:
+    fields = _SWITCHES.findall(line)
+    if not fields:
+        return 0, None
+    count, wait, _ = ([f for f in fields if f[2]] or fields)[-1]
+    return int(count), parse_duration(wait)

@@ -1,0 +1,71 @@
+"""``scontrol -a -o show job`` text -> switch requests (what 22.05's squeue JSON leaves out).
+
+The fixture is real output of Slurm 22.05.8 (dev cluster, ``max_switch_wait=3600``): jobs
+submitted with ``--switches=1@10:00``, none, ``--switches=2``, ``--switches=1`` (wait
+defaults to ``max_switch_wait``), ``--switches=1@2-00:00:00`` (capped to 1 h) with
+``--mail-user='x Switches=9@1'``, a pending array with ``--switches=1@5:00``, and two
+jobs whose names hold a newline forging a line for job 3 and job 10.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from slurmsched.gateway.show_job import SHOW_JOBS_ARGS, parse_switch_requests, show_job_args
+
+TEXT = (Path(__file__).resolve().parents[1] / "fixtures" / "slurm-json" / "22.05"
+        / "scontrol_show_job.txt").read_text()
+
+
+def test_requests_of_the_wanted_jobs_from_real_output():
+    requests, ambiguous = parse_switch_requests(TEXT, {1, 2, 5, 7, 8, 9})
+    assert requests == {
+        1: (1, 600),   # --switches=1@10:00
+        2: (0, None),  # no request: scontrol prints no Switches= at all
+        5: (1, 3600),  # --switches=1: the wait is max_switch_wait
+        7: (1, 300),   # a pending array job, by its id
+        8: (1, 600),
+        9: (0, None),
+    }
+    assert ambiguous == set()
+
+
+def test_only_wanted_jobs_are_reported():
+    requests, _ = parse_switch_requests(TEXT, {8})
+    assert requests == {8: (1, 600)}
+    assert parse_switch_requests(TEXT, set()) == ({}, set())
+
+
+def test_a_line_forged_by_a_job_name_makes_the_victim_ambiguous():
+    # job 11's name is "h5sw\nJobId=10 Switches=0": job 10 (Switches=2@01:00:00) shows on two lines
+    requests, ambiguous = parse_switch_requests(TEXT, {3, 10, 11})
+    assert ambiguous == {3, 10} and set(requests) == {11}
+    assert requests[11] == (0, None)  # the forger's own truncated line: no request
+
+
+def test_free_text_imitating_the_field_does_not_beat_the_real_one():
+    # job 6: Switches=1@01:00:00 Power= ... MailUser=x Switches=9@1
+    assert parse_switch_requests(TEXT, {6})[0] == {6: (1, 3600)}
+    # job 4's comment "Switches=7@1:00 x" comes before its (absent) real field
+    assert parse_switch_requests(TEXT, {4})[0] == {4: (0, None)}
+
+
+def test_waits_in_days_unlimited_and_odd_lines():
+    text = "\n".join([
+        "JobId=21 JobName=a Switches=3@1-02:00:00 Power= TresPerNode=gres:gpu:8 ",
+        "JobId=22 JobName=b Switches=1@UNLIMITED Power= ",
+        "JobId=23 JobName=c Switches=x@soon Power= ",
+        "JobId=abc JobName=d Switches=1@00:01:00 Power= ",
+        "   JobId=24 is not at the start of a line",
+        "JobId=25",
+        "No jobs in the system",
+        "",
+    ])
+    requests, ambiguous = parse_switch_requests(text, {21, 22, 23, 24, 25})
+    assert requests == {21: (3, 93600), 22: (1, None), 23: (0, None), 25: (0, None)}
+    assert ambiguous == set()
+
+
+def test_arguments():
+    assert SHOW_JOBS_ARGS == ("-a", "-o", "show", "job")
+    assert show_job_args(42) == ("-o", "show", "job", "42")

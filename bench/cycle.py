@@ -4,8 +4,10 @@
 What runs is the daemon's own ``Engine.run_cycle`` with the gateway's own parsers: the
 queue is a synthesized ``squeue --json`` document of Slurm 22.05's shape (a recorded
 job from ``tests/fixtures/slurm-json/22.05`` with its fields varied) plus ``sprio``
-output, parsed on every snapshot exactly as ``CliGateway`` parses the real commands'
-output; nodes and ``scontrol show config`` come from the recorded fixtures too. The
+output and the ``scontrol -a -o show job`` listing 22.05 needs for switch requests
+(a recorded line likewise varied), parsed on every snapshot exactly as ``CliGateway``
+parses the real commands' output; nodes and ``scontrol show config`` come from the
+recorded fixtures too. The
 jobs come from the project's workload generator (heavy-tailed durations, users who
 resubmit similar jobs, mixed GPU sizes, over-asked limits): its first ``--history``
 jobs are finished history the predictor is fitted on, the next ``--pending`` jobs wait.
@@ -45,6 +47,7 @@ sys.path.insert(0, str(REPO))
 from slurmsched.config import Config  # noqa: E402
 from slurmsched.engine import Engine  # noqa: E402
 from slurmsched.gateway.parse import parse_sinfo, parse_squeue  # noqa: E402
+from slurmsched.gateway.show_job import with_switch_requests  # noqa: E402
 from slurmsched.gateway.slurm_config import parse_show_config, scheduler_config  # noqa: E402
 from slurmsched.gateway.sprio import parse_sprio  # noqa: E402
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, JobRecord, SchedulerConfig,  # noqa: E402
@@ -59,16 +62,18 @@ FIXTURES = REPO / "tests" / "fixtures" / "slurm-json" / "22.05"
 
 
 class RecordedSlurm:
-    """A SlurmGateway over Slurm output held in memory: ``squeue --json`` bytes and sprio state.
+    """A SlurmGateway over Slurm output held in memory: ``squeue --json``, ``scontrol show job``, sprio state.
 
-    ``snapshot()`` parses the held output with the gateway's parsers each time (the
-    cost of a real cycle minus the commands' own run time); ``apply()`` changes the
-    sprio state as ``scontrol update`` would and counts the calls a CLI gateway makes.
+    ``snapshot()`` parses the held output with the gateway's parsers each time, as
+    ``CliGateway.snapshot`` does (the cost of a real cycle minus the commands' own run
+    time); ``apply()`` changes the sprio state as ``scontrol update`` would and counts
+    the calls a CLI gateway makes.
     """
 
-    def __init__(self, squeue_json: bytes, site_factors: dict[int, int], sinfo_json: bytes,
+    def __init__(self, squeue_json: bytes, show_job: bytes, site_factors: dict[int, int], sinfo_json: bytes,
                  config: SchedulerConfig, cluster: str) -> None:
         self.squeue_json = squeue_json
+        self.show_job = show_job
         self.site_factors = site_factors
         self.sinfo_json = sinfo_json
         self.config = config
@@ -77,7 +82,8 @@ class RecordedSlurm:
 
     def snapshot(self) -> ClusterSnapshot:
         sprio = "\n".join(f"{job_id}|{value}|{10000 + value}" for job_id, value in self.site_factors.items())
-        jobs = parse_squeue(self.squeue_json, parse_sprio(sprio))
+        jobs = with_switch_requests(parse_squeue(self.squeue_json, parse_sprio(sprio)),
+                                    lambda: self.show_job.decode("utf-8", "replace"), lambda job_id: "")
         return ClusterSnapshot(time.time(), self.cluster, tuple(jobs), tuple(parse_sinfo(self.sinfo_json)),
                                self.config)
 
@@ -114,6 +120,14 @@ def squeue_document(pending: Sequence[JobRecord], offset: int) -> bytes:
     return json.dumps({**recorded, "jobs": jobs}).encode()
 
 
+def show_job_listing(pending: Sequence[JobRecord], offset: int) -> bytes:
+    """``scontrol -a -o show job`` (22.05) listing ``pending``: a recorded pending job's line, id and name varied."""
+    recorded = (FIXTURES / "scontrol_show_job.txt").read_text()
+    template = next(line for line in recorded.splitlines() if line.startswith("JobId=9 "))
+    rest = template.split(" UserId=", 1)[1]
+    return "".join(f"JobId={job.job_id + offset} JobName={job.name} UserId={rest}\n" for job in pending).encode()
+
+
 @click.command()
 @click.option("--pending", default=10_000, show_default=True, help="Pending jobs in the queue.")
 @click.option("--history", default=20_000, show_default=True, help="Finished jobs the predictor learns from.")
@@ -126,9 +140,11 @@ def main(pending: int, history: int, predictor: str) -> None:
     now = (queued[-1].submit_time // 3600 + 1) * 3600 + 600  # ten minutes into the next aging tick
     config_values = parse_show_config((FIXTURES / "scontrol_show_config.txt").read_text())
     document = squeue_document(queued, offset=1_000_000)
-    print(f"queue: {len(queued)} pending jobs, squeue --json {len(document) / 1e6:.1f} MB; "
+    listing = show_job_listing(queued, offset=1_000_000)
+    print(f"queue: {len(queued)} pending jobs ({sum(j.nodes > 1 for j in queued)} multi-node), squeue --json "
+          f"{len(document) / 1e6:.1f} MB, scontrol show job {len(listing) / 1e6:.1f} MB; "
           f"history: {len(past)} finished jobs of {spec.users} users")
-    slurm = RecordedSlurm(document, {j.job_id + 1_000_000: 0 for j in queued},
+    slurm = RecordedSlurm(document, listing, {j.job_id + 1_000_000: 0 for j in queued},
                           (FIXTURES / "sinfo.json").read_bytes(), scheduler_config(config_values),
                           config_values.get("ClusterName", "bench"))
 

@@ -25,18 +25,16 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import replace
 from typing import Mapping, Sequence
 
 from slurmsched.errors import InvalidAction, SlurmError
 from slurmsched.gateway.argv import site_factor_argv, update_argv
 from slurmsched.gateway.commands import CommandResult, SlurmCommands
 from slurmsched.gateway.parse import parse_sacct, parse_sinfo, parse_squeue
-from slurmsched.gateway.show_job import SHOW_JOBS_ARGS, parse_switch_requests, show_job_args
+from slurmsched.gateway.show_job import SHOW_JOBS_ARGS, show_job_args, with_switch_requests
 from slurmsched.gateway.slurm_config import parse_show_config, scheduler_config
 from slurmsched.gateway.sprio import SPRIO_ARGS, parse_sprio
-from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, JobRecord, JobState, SchedulerConfig,
-                              SetSiteFactor)
+from slurmsched.model import Action, ActionOutcome, ClusterSnapshot, JobRecord, SchedulerConfig, SetSiteFactor
 
 log = logging.getLogger(__name__)
 
@@ -85,33 +83,19 @@ class CliGateway:
     def with_switch_requests(self, jobs: list[JobRecord]) -> list[JobRecord]:
         """Fill in the ``--switches`` request of pending multi-node jobs where the JSON lacks it.
 
-        Slurm 22.05's ``squeue --json`` has no switch fields (``switches`` is ``None``);
-        23.11+ JSON has them and nothing is run. Otherwise one ``scontrol -a -o show
-        job`` lists every job and each such job gets ``switches`` (0: no request) and
-        ``switch_wait_s`` from its line; a job whose id shows on more than one line (a
-        forged line in some job's name) is asked for alone with ``scontrol -o show job
-        ID``. A job that left the queue meanwhile keeps ``None``.
+        See :func:`~slurmsched.gateway.show_job.with_switch_requests`: nothing is run for
+        23.11+ JSON; on 22.05 one ``scontrol -a -o show job`` lists every job, and a job
+        whose id shows on more than one line is asked for alone (``scontrol -o show job
+        ID``; a failure there leaves that job's request unknown).
 
         Raises:
             SlurmCommandNotFound, SlurmUnavailable, SlurmCommandFailed: the listing failed.
         """
-        wanted = {j.job_id for j in jobs if j.switches is None and j.nodes > 1 and j.state is JobState.PENDING}
-        if not wanted:
-            return jobs
-        requests, ambiguous = parse_switch_requests(self.commands.run("scontrol", SHOW_JOBS_ARGS).text, wanted)
-        for job_id in ambiguous:
+        def show_one(job_id: int) -> str:
             result = self.commands.run("scontrol", show_job_args(job_id), check=False)
-            if result.returncode == 0:
-                requests.update(parse_switch_requests(result.text, (job_id,))[0])
-        log.debug("switch requests: %d jobs asked, %d found, %d ambiguous", len(wanted), len(requests),
-                  len(ambiguous))
-        out = []
-        for job in jobs:
-            request = requests.get(job.job_id) if job.job_id in wanted else None
-            if request is not None:
-                job = replace(job, switches=request[0], switch_wait_s=request[1])
-            out.append(job)
-        return out
+            return result.text if result.returncode == 0 else ""
+
+        return with_switch_requests(jobs, lambda: self.commands.run("scontrol", SHOW_JOBS_ARGS).text, show_one)
 
     def scheduler_config(self) -> SchedulerConfig:
         """Priority weights, ``PriorityMaxAge``, topology plugin, ``max_switch_wait``.

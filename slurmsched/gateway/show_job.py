@@ -18,10 +18,15 @@ ambiguous rather than believed, and the gateway asks for that job alone.
 
 from __future__ import annotations
 
+import logging
 import re
-from typing import Container
+from dataclasses import replace
+from typing import Callable, Container, Sequence
 
 from slurmsched.gateway.slurm_config import parse_duration
+from slurmsched.model import JobRecord, JobState
+
+log = logging.getLogger(__name__)
 
 #: scontrol arguments listing every job (``-a``: hidden partitions too), one line each.
 SHOW_JOBS_ARGS = ("-a", "-o", "show", "job")
@@ -77,3 +82,35 @@ def _switch_request(line: str) -> SwitchRequest:
         return 0, None
     count, wait, _ = ([f for f in fields if f[2]] or fields)[-1]
     return int(count), parse_duration(wait)
+
+
+def with_switch_requests(jobs: Sequence[JobRecord], list_jobs: Callable[[], str],
+                         show_job: Callable[[int], str]) -> list[JobRecord]:
+    """``jobs`` with the switch request filled in where the JSON lacked it.
+
+    Pending multi-node jobs whose ``switches`` is ``None`` (22.05's JSON has no such
+    field; 23.11+ JSON gives 0 or the request) get ``switches`` (0: no request) and
+    ``switch_wait_s`` from their line of ``list_jobs()``; an ambiguous id from
+    ``show_job(id)`` alone. Nothing is called when no job needs it. Jobs that left the
+    queue meanwhile, or whose line stays ambiguous, keep ``None``.
+
+    Args:
+        jobs: the parsed queue.
+        list_jobs: runs ``scontrol -a -o show job`` (:data:`SHOW_JOBS_ARGS`), returns stdout.
+        show_job: runs ``scontrol -o show job ID`` (:func:`show_job_args`), returns
+            stdout, or ``""`` when it failed.
+    """
+    wanted = {j.job_id for j in jobs if j.switches is None and j.nodes > 1 and j.state is JobState.PENDING}
+    if not wanted:
+        return list(jobs)
+    requests, ambiguous = parse_switch_requests(list_jobs(), wanted)
+    for job_id in ambiguous:
+        requests.update(parse_switch_requests(show_job(job_id), (job_id,))[0])
+    log.debug("switch requests: %d jobs asked, %d found, %d ambiguous", len(wanted), len(requests), len(ambiguous))
+    out = []
+    for job in jobs:
+        request = requests.get(job.job_id) if job.job_id in wanted else None
+        if request is not None:
+            job = replace(job, switches=request[0], switch_wait_s=request[1])
+        out.append(job)
+    return out

@@ -9,9 +9,12 @@ jobs whose names hold a newline forging a line for job 3 and job 10.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from slurmsched.gateway.show_job import SHOW_JOBS_ARGS, parse_switch_requests, show_job_args
+from slurmsched.gateway.parse import parse_squeue
+from slurmsched.gateway.show_job import SHOW_JOBS_ARGS, parse_switch_requests, show_job_args, with_switch_requests
+from slurmsched.model import JobRecord, JobState
 
 TEXT = (Path(__file__).resolve().parents[1] / "fixtures" / "slurm-json" / "22.05"
         / "scontrol_show_job.txt").read_text()
@@ -69,3 +72,39 @@ def test_waits_in_days_unlimited_and_odd_lines():
 def test_arguments():
     assert SHOW_JOBS_ARGS == ("-a", "-o", "show", "job")
     assert show_job_args(42) == ("-o", "show", "job", "42")
+
+
+def _job(job_id: int, nodes: int = 2, state: JobState = JobState.PENDING, switches: int | None = None) -> JobRecord:
+    return JobRecord(job_id=job_id, user="u", submit_time=1.0, state=state, nodes=nodes, gpus=8, switches=switches)
+
+
+def test_with_switch_requests_asks_only_for_pending_multi_node_jobs_without_the_field():
+    calls: list[object] = []
+
+    def list_jobs() -> str:
+        calls.append("all")
+        return TEXT
+
+    def show_job(job_id: int) -> str:
+        calls.append(job_id)
+        return "JobId=10 JobName=h5sw UserId=root(0) Switches=2@01:00:00 Power= TresPerNode=gres:gpu:a100:8 \n"
+
+    jobs = [_job(8), _job(9), _job(10), _job(5, nodes=1), _job(6, state=JobState.RUNNING), _job(7, switches=0),
+            _job(404)]
+    out = {j.job_id: (j.switches, j.switch_wait_s) for j in with_switch_requests(jobs, list_jobs, show_job)}
+    assert calls == ["all", 10]  # one listing; the ambiguous job 10 alone
+    assert out == {8: (1, 600), 9: (0, None), 10: (2, 3600),
+                   5: (None, None), 6: (None, None), 7: (0, None),  # single-node, running, known: not asked
+                   404: (None, None)}  # gone from the listing: still unknown
+
+
+def test_no_call_when_the_json_carries_switch_fields():
+    jobs = parse_squeue((Path(__file__).resolve().parents[1] / "fixtures" / "slurm-json" / "25.11"
+                         / "squeue.json").read_bytes())
+    assert all(j.switches is not None for j in jobs)  # 0 or the request, never unknown
+    jobs = [replace(j, state=JobState.PENDING) if j.nodes > 1 else j for j in jobs]  # as if all waited
+
+    def fail() -> str:
+        raise AssertionError("scontrol must not run")
+
+    assert with_switch_requests(jobs, fail, lambda job_id: fail()) == jobs

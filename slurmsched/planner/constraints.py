@@ -66,8 +66,9 @@ class ConstraintTuner:
     def switches(self, job: JobRecord, config: SchedulerConfig, set_before: bool = False) -> SetSwitches | None:
         """``Switches=1@<wait>`` for a multi-node GPU job without a switch request (topology/tree only).
 
-        ``set_before`` says slurmsched already set one: ``squeue --json`` of Slurm 22.05
-        does not report switch requests, so the job's own field may not show it.
+        A job's own request is in ``job.switches`` (the CLI gateway reads it from
+        ``scontrol show job`` where Slurm 22.05's JSON lacks it); ``set_before`` says
+        slurmsched already set one, for gateways that cannot see it.
         """
         if (set_before or job.nodes <= 1 or job.gpus <= 0 or job.switches
                 or not self.tunes_switches(config)):

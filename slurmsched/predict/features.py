@@ -181,25 +181,28 @@ class FeatureState:
                 user's resubmissions, array tasks), and jobs alike submitted in the same
                 hour share one snapshot (and one row object).
         """
-        submit = job.submit_time
-        when = (float(int(submit % 86400) // 3600), float((int(submit // 86400) + 3) % 7))
+        hour = int(job.submit_time // 3600)  # hours since the epoch: the time columns depend on nothing else
         if cache is None:
-            return self._at(self._compute(job), when)
+            return self._at(self._compute(job), hour)
         key = (job.user, job.name, units(job), job.time_limit_s, job.nodes, job.gpus, job.account, job.partition,
                job.qos)
         entry = cache.get(key)
         if entry is None:
             entry = cache[key] = (self._compute(job), {})
-        base, by_time = entry
-        snapshot = by_time.get(when)
+        base, by_hour = entry
+        snapshot = by_hour.get(hour)
         if snapshot is None:
-            snapshot = by_time[when] = self._at(base, when)
+            snapshot = by_hour[hour] = self._at(base, hour)
         return snapshot
 
     @staticmethod
-    def _at(base: Snapshot, when: tuple[float, float]) -> Snapshot:
-        """``base`` (whose row lacks the time columns) for a job submitted at ``when``."""
-        return Snapshot(base.experts, base.chosen, base.anchor, base.runs, base.row + when)
+    def _at(base: Snapshot, hour: int) -> Snapshot:
+        """``base`` (whose row lacks the time columns) for a job submitted in ``hour`` (hours since the epoch).
+
+        The time columns are the hour of day and the weekday (0 = Monday; the epoch was a Thursday).
+        """
+        return Snapshot(base.experts, base.chosen, base.anchor, base.runs,
+                        base.row + (float(hour % 24), float((hour // 24 + 3) % 7)))
 
     def _compute(self, job: JobRecord) -> Snapshot:
         """The job's snapshot without the time columns (hour of day, weekday) at the row's end."""

@@ -104,11 +104,11 @@ class RunStats:
         the share of all runs that hit their limit; ``mean`` the mean log2 run time.
         """
         if self._summary is None:
-            logs = sorted(math.log2(r) for r in self.recent)
+            logs = sorted(map(math.log2, self.recent))
             n = len(logs)
             median = logs[n // 2] if n % 2 else 0.5 * (logs[n // 2 - 1] + logs[n // 2])
             mean_recent = sum(logs) / n
-            spread = math.sqrt(sum((x - mean_recent) ** 2 for x in logs) / n) if n > 1 else _NAN
+            spread = math.sqrt(sum([(x - mean_recent) ** 2 for x in logs]) / n) if n > 1 else _NAN
             ratios = sorted(self.ratios)
             self._summary = (
                 math.log2(1 + self.count),

@@ -127,7 +127,7 @@ def _reason(value: Any) -> str:
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
+def _collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while a large document becomes records.
 
     Decoding 10,000 jobs allocates some 40,000 containers that all stay alive until the
@@ -317,7 +317,7 @@ def parse_squeue(raw: bytes | str, site_factors: Mapping[int, int] | None = None
             return None
         return _squeue_job(job, state, factors)
 
-    with collector_paused():
+    with _collector_paused():
         return _each(_squeue_jobs(raw), "squeue --json", build)
 
 

@@ -83,7 +83,7 @@ class RecordedSlurm:
     def snapshot(self) -> ClusterSnapshot:
         sprio = "\n".join(f"{job_id}|{value}|{10000 + value}" for job_id, value in self.site_factors.items())
         jobs = with_switch_requests(parse_squeue(self.squeue_json, parse_sprio(sprio)),
-                                    lambda: self.show_job.decode("utf-8", "replace"), lambda job_id: "")
+                                    lambda: self.show_job.decode("utf-8", "replace"))
         return ClusterSnapshot(time.time(), self.cluster, tuple(jobs), tuple(parse_sinfo(self.sinfo_json)),
                                self.config)
 

@@ -31,7 +31,7 @@ from slurmsched.errors import InvalidAction, SlurmError
 from slurmsched.gateway.argv import site_factor_argv, update_argv
 from slurmsched.gateway.commands import CommandResult, SlurmCommands
 from slurmsched.gateway.parse import parse_sacct, parse_sinfo, parse_squeue
-from slurmsched.gateway.show_job import SHOW_JOBS_ARGS, show_job_args, with_switch_requests
+from slurmsched.gateway.show_job import SHOW_JOBS_ARGS, with_switch_requests
 from slurmsched.gateway.slurm_config import parse_show_config, scheduler_config
 from slurmsched.gateway.sprio import SPRIO_ARGS, parse_sprio
 from slurmsched.model import Action, ActionOutcome, ClusterSnapshot, JobRecord, SchedulerConfig, SetSiteFactor
@@ -84,18 +84,12 @@ class CliGateway:
         """Fill in the ``--switches`` request of pending multi-node jobs where the JSON lacks it.
 
         See :func:`~slurmsched.gateway.show_job.with_switch_requests`: nothing is run for
-        23.11+ JSON; on 22.05 one ``scontrol -a -o show job`` lists every job, and a job
-        whose id shows on more than one line is asked for alone (``scontrol -o show job
-        ID``; a failure there leaves that job's request unknown).
+        23.11+ JSON; on 22.05 one ``scontrol -a -o show job`` lists every job.
 
         Raises:
             SlurmCommandNotFound, SlurmUnavailable, SlurmCommandFailed: the listing failed.
         """
-        def show_one(job_id: int) -> str:
-            result = self.commands.run("scontrol", show_job_args(job_id), check=False)
-            return result.text if result.returncode == 0 else ""
-
-        return with_switch_requests(jobs, lambda: self.commands.run("scontrol", SHOW_JOBS_ARGS).text, show_one)
+        return with_switch_requests(jobs, lambda: self.commands.run("scontrol", SHOW_JOBS_ARGS).text)
 
     def scheduler_config(self) -> SchedulerConfig:
         """Priority weights, ``PriorityMaxAge``, topology plugin, ``max_switch_wait``.

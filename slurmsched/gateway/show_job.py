@@ -10,10 +10,12 @@ in one call, one job-table RPC like ``squeue``'s, and reads only the lines of th
 it asks about.
 
 Trust: a job's own free-text fields (name, comment, paths, mail user) could imitate a
-``Switches=`` field, which only misleads about that same job; the well-formed one that
-``Power=`` follows is taken (else the last well-formed one). A job name holding a newline can make a line that starts
-``JobId=<another job>``; an id found on more than one line is therefore reported as
-ambiguous rather than believed, and the gateway asks for that job alone.
+``Switches=`` field, which only misleads about that same job; the well-formed field
+that ``Power=`` follows is taken, else the last well-formed one. A job name holding a
+newline can make a line that starts ``JobId=<another job>``; for an id found on several
+lines the largest request among them is reported. That errs only towards "has a
+request", which makes the planner leave the job alone: a forged line can keep
+slurmsched from tuning a job, never make it override a request.
 """
 
 from __future__ import annotations
@@ -32,48 +34,45 @@ log = logging.getLogger(__name__)
 SHOW_JOBS_ARGS = ("-a", "-o", "show", "job")
 
 #: ``Switches=N@wait``; Slurm 22.05 prints ``Power=`` right after the real one.
-_SWITCHES = re.compile(r" Switches=(\d+)@((?:\d+-)?\d+(?::\d+){0,2}|UNLIMITED|INFINITE)(?= |$)( Power=)?")
+_SWITCHES = re.compile(r" Switches=(\d+)@((?:\d+-)?\d+(?::\d+){0,2}|UNLIMITED|INFINITE)(?= |$)( Power=)?",
+                       re.ASCII)
 
 #: A job's switch request: leaf-switch count (0 for none) and the most it may wait (seconds).
 SwitchRequest = tuple[int, int | None]
 
 
-def show_job_args(job_id: int) -> tuple[str, ...]:
-    """scontrol arguments showing one job, on one line."""
-    return ("-o", "show", "job", str(job_id))
-
-
-def parse_switch_requests(text: str, wanted: Container[int]) -> tuple[dict[int, SwitchRequest], set[int]]:
-    """Switch requests of the ``wanted`` jobs in ``scontrol -o show job`` output.
+def parse_switch_requests(text: str, wanted: Container[int]) -> dict[int, SwitchRequest]:
+    """Switch requests of the ``wanted`` jobs in ``scontrol -a -o show job`` output.
 
     Args:
         text: the command's stdout (one job per line; "No jobs in the system" is fine).
         wanted: ids of the jobs to report.
 
     Returns:
-        ``(requests, ambiguous)``: job id -> ``(switches, wait_s)`` for each wanted job
-        listed on exactly one line (``(0, None)`` when it has no request); and the
-        wanted ids listed on several lines, which are not reported. Wanted jobs not
-        listed at all (gone meanwhile) are in neither. Malformed lines never raise.
+        job id -> ``(switches, wait_s)`` for each wanted job listed, ``(0, None)`` when
+        it has no request; for an id on several lines, the largest. Wanted jobs not
+        listed (gone meanwhile) are left out. Malformed lines never raise.
     """
     requests: dict[int, SwitchRequest] = {}
-    ambiguous: set[int] = set()
     for line in text.split("\n"):
         if not line.startswith("JobId="):
             continue
         end = line.find(" ", 6)
         head = line[6:end] if end >= 0 else line[6:].rstrip()
-        if not head.isdigit():
+        if not (head.isascii() and head.isdigit()):
             continue
         job_id = int(head)
         if job_id not in wanted:
             continue
-        if job_id in requests:
-            ambiguous.add(job_id)
-        requests[job_id] = _switch_request(line)
-    for job_id in ambiguous:
-        del requests[job_id]
-    return requests, ambiguous
+        request = _switch_request(line)
+        seen = requests.get(job_id)
+        requests[job_id] = request if seen is None else max(seen, request, key=_order)
+    return requests
+
+
+def _order(request: SwitchRequest) -> tuple[int, int]:
+    count, wait = request
+    return count, -1 if wait is None else wait
 
 
 def _switch_request(line: str) -> SwitchRequest:
@@ -84,29 +83,23 @@ def _switch_request(line: str) -> SwitchRequest:
     return int(count), parse_duration(wait)
 
 
-def with_switch_requests(jobs: Sequence[JobRecord], list_jobs: Callable[[], str],
-                         show_job: Callable[[int], str]) -> list[JobRecord]:
+def with_switch_requests(jobs: Sequence[JobRecord], list_jobs: Callable[[], str]) -> list[JobRecord]:
     """``jobs`` with the switch request filled in where the JSON lacked it.
 
     Pending multi-node jobs whose ``switches`` is ``None`` (22.05's JSON has no such
     field; 23.11+ JSON gives 0 or the request) get ``switches`` (0: no request) and
-    ``switch_wait_s`` from their line of ``list_jobs()``; an ambiguous id from
-    ``show_job(id)`` alone. Nothing is called when no job needs it. Jobs that left the
-    queue meanwhile, or whose line stays ambiguous, keep ``None``.
+    ``switch_wait_s`` from their line of ``list_jobs()``, which is not called when no
+    job needs it. Jobs that left the queue meanwhile keep ``None``.
 
     Args:
         jobs: the parsed queue.
         list_jobs: runs ``scontrol -a -o show job`` (:data:`SHOW_JOBS_ARGS`), returns stdout.
-        show_job: runs ``scontrol -o show job ID`` (:func:`show_job_args`), returns
-            stdout, or ``""`` when it failed.
     """
     wanted = {j.job_id for j in jobs if j.switches is None and j.nodes > 1 and j.state is JobState.PENDING}
     if not wanted:
         return list(jobs)
-    requests, ambiguous = parse_switch_requests(list_jobs(), wanted)
-    for job_id in ambiguous:
-        requests.update(parse_switch_requests(show_job(job_id), (job_id,))[0])
-    log.debug("switch requests: %d jobs asked, %d found, %d ambiguous", len(wanted), len(requests), len(ambiguous))
+    requests = parse_switch_requests(list_jobs(), wanted)
+    log.debug("switch requests: %d jobs asked, %d listed", len(wanted), len(requests))
     out = []
     for job in jobs:
         request = requests.get(job.job_id) if job.job_id in wanted else None

@@ -54,6 +54,7 @@ from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, JobRecord,
                               SetSiteFactor)
 from slurmsched.planner import Planner, count_rpcs  # noqa: E402
 from slurmsched.policy import make_policy  # noqa: E402
+from slurmsched.predict.protocol import Predictor  # noqa: E402
 from slurmsched.predict.registry import make_predictor  # noqa: E402
 from slurmsched.store.repository import SqlJobRepository  # noqa: E402
 from slurmsched.workload import WorkloadSpec, generate_workload  # noqa: E402
@@ -128,12 +129,12 @@ def show_job_listing(pending: Sequence[JobRecord], offset: int) -> bytes:
     return "".join(f"JobId={job.job_id + offset} JobName={job.name} UserId={rest}\n" for job in pending).encode()
 
 
-@click.command()
-@click.option("--pending", default=10_000, show_default=True, help="Pending jobs in the queue.")
-@click.option("--history", default=20_000, show_default=True, help="Finished jobs the predictor learns from.")
-@click.option("--predictor", default="slurmsched", show_default=True, help="Predictor name.")
-def main(pending: int, history: int, predictor: str) -> None:
-    """Time one engine cycle on a synthesized queue; count RPCs when nothing changed."""
+def prepare(pending: int, history: int, predictor: str) -> tuple[RecordedSlurm, Predictor, float]:
+    """The recorded Slurm, the fitted predictor and the moment of the first cycle.
+
+    The workload's job records stay in here: a daemon holds no history records
+    between cycles (it refits from its database), so the cycles run without them.
+    """
     spec = WorkloadSpec(jobs=history + pending, users=400, projects_per_user=5, mean_interarrival_s=30.0, seed=7)
     jobs = generate_workload(spec, start=1_790_000_000.0)
     past, queued = jobs[:history], jobs[history:]
@@ -147,12 +148,20 @@ def main(pending: int, history: int, predictor: str) -> None:
     slurm = RecordedSlurm(document, listing, {j.job_id + 1_000_000: 0 for j in queued},
                           (FIXTURES / "sinfo.json").read_bytes(), scheduler_config(config_values),
                           config_values.get("ClusterName", "bench"))
-
     model = make_predictor(predictor)
     began = time.perf_counter()
     model.fit(past)
     print(f"predictor {model.name}: fitted on {len(past)} jobs in {time.perf_counter() - began:.2f} s")
+    return slurm, model, now
 
+
+@click.command()
+@click.option("--pending", default=10_000, show_default=True, help="Pending jobs in the queue.")
+@click.option("--history", default=20_000, show_default=True, help="Finished jobs the predictor learns from.")
+@click.option("--predictor", default="slurmsched", show_default=True, help="Predictor name.")
+def main(pending: int, history: int, predictor: str) -> None:
+    """Time one engine cycle on a synthesized queue; count RPCs when nothing changed."""
+    slurm, model, now = prepare(pending, history, predictor)
     with tempfile.TemporaryDirectory() as tmp:
         repository = SqlJobRepository.from_url(f"sqlite:///{tmp}/bench.db")
         repository.upgrade()

@@ -5,8 +5,8 @@
 1. ``gateway.snapshot()`` and ``gateway.finished_since(cursor)`` (Slurm reads);
 2. the :class:`~slurmsched.engine.tracker.QueueTracker` predicts and scores only the
    jobs that need it (new or edited jobs, jobs of users/names with newly finished
-   runs, everything after a refit, at each aging tick of the policy, and on the
-   hourly full pass) -- the same scores ``policy.rank`` gives for the whole queue;
+   runs, everything after a refit or a failed cycle, and at each aging tick of the
+   policy) -- the same scores ``policy.rank`` gives for the whole queue;
 3. the planner decides the SiteFactor and constraints of just those jobs and of jobs
    whose last plan is not in place yet, then caps the RPCs (best ranks first);
 4. one repository transaction: open the cycle, ingest finished jobs, move the cursor,
@@ -21,6 +21,7 @@ An unchanged queue costs no prediction, no record and no RPC.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import operator
 import time
@@ -44,6 +45,13 @@ CURSOR = "sacct"
 KINDS = tuple(cls.__name__ for cls in (SetSiteFactor, SetSwitches, SetFeatures, SetExcludedNodes, SetPartition))
 
 _Key = tuple[int, str]
+_state_of = operator.attrgetter("state")
+
+
+def pending_jobs(jobs: Sequence[JobRecord]) -> list[JobRecord]:
+    """The pending jobs among ``jobs``, in order (filtered without a Python-level loop: this runs every cycle)."""
+    return list(itertools.compress(jobs, map(operator.is_, map(_state_of, jobs),
+                                             itertools.repeat(JobState.PENDING))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +106,10 @@ class Engine:
             first cycle and then every so many seconds of ``now``; ``None``: never
             (the caller fits it).
         refresh_s: every so many seconds of ``now`` a full pass re-reads slurmsched's
-            applied changes and predicts and plans every pending job again
-            (history-wide statistics drift slowly; other tools may have changed things).
+            applied changes and plans every pending job again (other tools may have
+            changed things). Predictions are renewed by refits, not by this pass: a
+            pass that re-predicted every job would cost, summed over a run, one
+            prediction per job per ``refresh_s`` of waiting.
         history_lookback_s: on a fresh database, how far back the first cycle reads
             accounting.
         overlap_s: accounting is re-read this far behind the cursor, because a finished
@@ -166,16 +176,17 @@ class Engine:
         if self.refit_interval_s is not None and (
                 self._last_fit is None or now - self._last_fit >= self.refit_interval_s):
             self.refit(now)
-        full = self._full_at is None or not 0 <= now - self._full_at < self.refresh_s
+        first = self._full_at is None  # the first cycle, or the one after a failed cycle
+        full = first or not 0 <= now - self._full_at < self.refresh_s
         if full:
             self._applied = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}
             self._full_at = now
         jobs = snapshot.jobs
         unchanged = len(jobs) == len(self._jobs) and all(map(operator.is_, jobs, self._jobs))
-        pending = self._pending if unchanged else [j for j in jobs if j.state is JobState.PENDING]
+        pending = self._pending if unchanged else pending_jobs(jobs)
         self._jobs, self._pending = jobs, pending
-        changes = self._tracker.update(pending, now, unchanged=unchanged, repredict_all=full,
-                                       replan_all=snapshot.config != self._config,
+        changes = self._tracker.update(pending, now, unchanged=unchanged, repredict_all=first,
+                                       replan_all=full or snapshot.config != self._config,
                                        users=self._dirty_users, names=self._dirty_names)
         self._config = snapshot.config
         self._dirty_users, self._dirty_names = set(), set()

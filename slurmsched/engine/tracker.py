@@ -5,15 +5,17 @@ policy score and its place in the policy's order, and works out each cycle which
 need anything redone:
 
 * re-predict: new jobs, jobs whose prediction inputs changed (the user edited them),
-  jobs of a user or job name that just finished a run, everything after a refit or
-  every ``refresh`` pass;
+  jobs of a user or job name that just finished a run (an empty user or name, as in
+  traces without them, identifies nobody and re-predicts nothing), everything after a
+  refit or every ``refresh`` pass;
 * re-score: the above, plus jobs whose score the policy said would change with time by
   now (an aging tick, the guard; :meth:`Policy.changes_at`, kept in a heap);
 * re-plan: the above, plus jobs whose plan-relevant fields changed (SiteFactor,
   features, switches, hold) and jobs whose last plan is not in place yet.
 
 A job whose record object is the very one seen last cycle (the simulator reuses them)
-is recognised by identity; otherwise two small tuples of fields are compared. The
+is recognised by identity, with set operations rather than a loop over the queue;
+otherwise two small tuples of fields are compared. The
 policy's order is kept as a sorted list of ``(score, submit time, job id)`` keys, so
 ranks cost a binary search and an arrival costs one insertion.
 """
@@ -24,7 +26,7 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from dataclasses import dataclass
-from typing import Sequence
+from typing import AbstractSet as Set, Sequence
 
 from slurmsched.model import JobRecord, Prediction
 from slurmsched.policy.base import JobScore, Policy, Ranking, sort_key
@@ -92,6 +94,8 @@ class QueueTracker:
         self._by_user: dict[str, set[int]] = {}
         self._by_name: dict[str, set[int]] = {}
         self._version: str | None = None
+        self._seen_ids: Set[int] = frozenset()
+        self._seen_records: Sequence[JobRecord] = ()
         self.unsettled: set[int] = set()
 
     def update(self, pending: Sequence[JobRecord], now: float, *, unchanged: bool = False,
@@ -122,7 +126,7 @@ class QueueTracker:
         predict: dict[int, JobRecord] = {}
         replan: set[int] = set()
         arrived = 0
-        changed = () if unchanged else [j for j in pending if (t := table.get(j.job_id)) is None or t.job is not j]
+        changed = () if unchanged else self._not_seen(pending)
         for job in changed:
             tracked = table.get(job.job_id)
             if tracked is None:
@@ -160,6 +164,18 @@ class QueueTracker:
         self._rescore(rescore, now)
         return QueueChanges(tuple(rescore) + tuple(table[i] for i in replan), tuple(fresh), departed)
 
+    def _not_seen(self, pending: Sequence[JobRecord]) -> list[JobRecord]:
+        """The records of ``pending`` that are not the very objects the last call saw.
+
+        Compared by object identity with set operations (no Python-level loop over the
+        queue): the last call's records are kept alive, so no new record can reuse the
+        ``id`` of one of them.
+        """
+        current = dict(zip(map(id, pending), pending))
+        new = current.keys() - self._seen_ids
+        self._seen_ids, self._seen_records = current.keys(), pending
+        return [current[i] for i in new]
+
     def _expired(self, now: float) -> set[int]:
         """Ids of tracked jobs whose score the policy said would change by ``now``."""
         expired: set[int] = set()
@@ -194,11 +210,17 @@ class QueueTracker:
         return fresh
 
     def _index(self, tracked: Tracked) -> None:
-        self._by_user.setdefault(tracked.job.user, set()).add(tracked.job.job_id)
-        self._by_name.setdefault(tracked.job.name, set()).add(tracked.job.job_id)
+        """File the job under its user and its name; an empty one identifies nobody and is not filed."""
+        job = tracked.job
+        if job.user:
+            self._by_user.setdefault(job.user, set()).add(job.job_id)
+        if job.name:
+            self._by_name.setdefault(job.name, set()).add(job.job_id)
 
     def _unindex(self, tracked: Tracked) -> None:
         for index, key in ((self._by_user, tracked.job.user), (self._by_name, tracked.job.name)):
+            if not key:
+                continue
             ids = index.get(key)
             if ids is not None:
                 ids.discard(tracked.job.job_id)
@@ -257,6 +279,7 @@ class QueueTracker:
     def forget_all(self) -> None:
         """Drop every prediction and score (after a refit, or when state may be out of step)."""
         self.jobs.clear()
+        self._seen_ids, self._seen_records = frozenset(), ()
         self._order.clear()
         self._due.clear()
         self._by_user.clear()

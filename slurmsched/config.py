@@ -82,6 +82,8 @@ class DaemonSection:
         predictor: duration predictor by name (``slurmsched``, ``helios``, ``last2``, ``user_limit``).
         refit_interval_s: refit the predictor on the whole history this often (the fitted
             model is saved in the database and reloaded at start).
+        save_model: save each fitted model in the database, so that a restart reloads it
+            instead of refitting (the simulator, which never restarts, turns it off).
         submit_cache: the file ``job_submit.lua`` reads; empty means
             ``<state_dir>/slurmsched-submit.cache``. Link it as ``slurmsched-submit.cache``
             beside ``job_submit.lua``.
@@ -98,6 +100,7 @@ class DaemonSection:
     state_dir: str = "/var/lib/slurmsched"
     predictor: str = "slurmsched"
     refit_interval_s: float = 6 * 3600.0
+    save_model: bool = True
     submit_cache: str = ""
     submit_cache_max_age_s: float = 900.0
     submit_cache_entries: int = 5000

@@ -232,7 +232,7 @@ class Daemon:
         self._last_fit = now
         self._fitted_jobs = self._history_jobs
         dump = getattr(predictor, "to_bytes", None)
-        if dump is None:
+        if dump is None or not self.settings.save_model:
             return
         self.repository.save_model(predictor.name, predictor.version, dump(),
                                    {"fitted_at": now, "fitted_through": through, "jobs": self._fitted_jobs})

@@ -84,7 +84,8 @@ class CliGateway:
         """Fill in the ``--switches`` request of pending multi-node jobs where the JSON lacks it.
 
         See :func:`~slurmsched.gateway.show_job.with_switch_requests`: nothing is run for
-        23.11+ JSON; on 22.05 one ``scontrol -a -o show job`` lists every job.
+        JSON that carries switch fields (24.11, 25.11); on 22.05 one ``scontrol -a -o show
+        job`` lists every job.
 
         Raises:
             SlurmCommandNotFound, SlurmUnavailable, SlurmCommandFailed: the listing failed.

@@ -87,7 +87,7 @@ def with_switch_requests(jobs: Sequence[JobRecord], list_jobs: Callable[[], str]
     """``jobs`` with the switch request filled in where the JSON lacked it.
 
     Pending multi-node jobs whose ``switches`` is ``None`` (22.05's JSON has no such
-    field; 23.11+ JSON gives 0 or the request) get ``switches`` (0: no request) and
+    field; 24.11 and 25.11 JSON give 0 or the request) get ``switches`` (0: no request) and
     ``switch_wait_s`` from their line of ``list_jobs()``, which is not called when no
     job needs it. Jobs that left the queue meanwhile keep ``None``.
 

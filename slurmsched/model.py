@@ -9,6 +9,8 @@ them. Times are POSIX seconds (``float``) in UTC; durations are whole seconds.
 from __future__ import annotations
 
 import enum
+import itertools
+import operator
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -187,6 +189,29 @@ class SchedulerConfig:
     select_type: str = "select/cons_tres"
 
 
+_STATE_OF = operator.attrgetter("state")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDelta:
+    """How the pending queue changed since an earlier snapshot from the same gateway.
+
+    A gateway that keeps the queue itself (the simulated Slurm) can say this without
+    its reader comparing every job, so a cycle's cost follows what changed rather than
+    the queue's length; a gateway that re-reads Slurm (the CLI one) leaves it out.
+
+    Attributes:
+        base: ``serial`` of the snapshot this delta is relative to.
+        changed: pending jobs whose record is new or different since then.
+        left: ids of jobs no longer pending since then (may include jobs that arrived
+            and left in between).
+    """
+
+    base: int
+    changed: tuple[JobRecord, ...]
+    left: frozenset[int]
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """What the daemon sees of the cluster at one moment.
@@ -196,6 +221,9 @@ class ClusterSnapshot:
         jobs: pending and running jobs (finished jobs are filtered out).
         nodes: every node.
         config: scheduler configuration at that time.
+        serial: this gateway's count of snapshots taken (0: not counted).
+        delta: the pending queue's changes since an earlier snapshot, when the gateway
+            knows them (``None``: compare the jobs).
     """
 
     taken_at: float
@@ -203,11 +231,15 @@ class ClusterSnapshot:
     jobs: tuple[JobRecord, ...]
     nodes: tuple[NodeRecord, ...]
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    serial: int = 0
+    delta: QueueDelta | None = None
 
     @property
     def pending(self) -> tuple[JobRecord, ...]:
-        """Pending jobs, in the order Slurm listed them."""
-        return tuple(j for j in self.jobs if j.state is JobState.PENDING)
+        """Pending jobs, in the order Slurm listed them (filtered without a Python-level loop)."""
+        jobs = self.jobs
+        return tuple(itertools.compress(jobs, map(operator.is_, map(_STATE_OF, jobs),
+                                                  itertools.repeat(JobState.PENDING))))
 
     @property
     def running(self) -> tuple[JobRecord, ...]:

@@ -21,7 +21,6 @@ An unchanged queue costs no prediction, no record and no RPC.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import operator
 import time
@@ -29,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from slurmsched.gateway.protocol import SlurmGateway
-from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, JobState,
-                              Prediction, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
+from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord,
+                              Prediction, QueueDelta, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
                               SetSwitches)
 from slurmsched.engine.tracker import QueueChanges, QueueTracker, Tracked
 from slurmsched.planner import Plan, Planner, describe
@@ -45,13 +44,6 @@ CURSOR = "sacct"
 KINDS = tuple(cls.__name__ for cls in (SetSiteFactor, SetSwitches, SetFeatures, SetExcludedNodes, SetPartition))
 
 _Key = tuple[int, str]
-_state_of = operator.attrgetter("state")
-
-
-def pending_jobs(jobs: Sequence[JobRecord]) -> list[JobRecord]:
-    """The pending jobs among ``jobs``, in order (filtered without a Python-level loop: this runs every cycle)."""
-    return list(itertools.compress(jobs, map(operator.is_, map(_state_of, jobs),
-                                             itertools.repeat(JobState.PENDING))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +131,7 @@ class Engine:
         self._full_at: float | None = None
         self._config: SchedulerConfig | None = None
         self._jobs: tuple[JobRecord, ...] = ()
-        self._pending: list[JobRecord] = []
+        self._serial: int | None = None
         self._last_fit: float | None = None
         self._cursor: float | None = None
         self._seen: dict[tuple[int, int], float] = {}
@@ -181,18 +173,16 @@ class Engine:
         if full:
             self._applied = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}
             self._full_at = now
-        jobs = snapshot.jobs
-        unchanged = len(jobs) == len(self._jobs) and all(map(operator.is_, jobs, self._jobs))
-        pending = self._pending if unchanged else pending_jobs(jobs)
-        self._jobs, self._pending = jobs, pending
-        changes = self._tracker.update(pending, now, unchanged=unchanged, repredict_all=first,
+        changes = self._tracker.update(now, **self._queue(snapshot, first), repredict_all=first,
                                        replan_all=full or snapshot.config != self._config,
                                        users=self._dirty_users, names=self._dirty_names)
+        pending = len(self._tracker.jobs)
+        running = len(snapshot.jobs) - pending
         self._config = snapshot.config
         self._dirty_users, self._dirty_names = set(), set()
         lap("predict")
         plan = self._plan(changes, snapshot, now)
-        stale = self._stale_records(pending) if full else []
+        stale = self._stale_records() if full else []
         lap("plan")
         try:
             with self.repository.transaction():
@@ -210,7 +200,7 @@ class Engine:
                 lap("apply")
                 decisions, mirror = self._record(cycle_id, changes, plan, outcomes, stale, now)
                 self.repository.finish_cycle(
-                    cycle_id, pending=len(pending), running=len(snapshot.jobs) - len(pending),
+                    cycle_id, pending=pending, running=running,
                     actions=len(outcomes), failed=sum(1 for o in outcomes if not o.ok),
                     timings={**timings, "total": timer() - began})
         except BaseException:
@@ -219,7 +209,7 @@ class Engine:
         self._after_commit(finished, cursor, mirror)
         lap("record")
         timings["total"] = timer() - began
-        return CycleReport(cycle_id, now, len(pending), len(snapshot.jobs) - len(pending), len(finished),
+        return CycleReport(cycle_id, now, pending, running, len(finished),
                            tuple(outcomes), tuple(decisions), plan,
                            tuple(t.prediction for t in changes.fresh), self.dry_run, paused, timings)
 
@@ -228,7 +218,7 @@ class Engine:
         history = self.repository.history()
         log.info("refitting predictor %s on %d finished jobs", self.predictor.name, len(history))
         self.predictor.fit(history)
-        self._tracker.forget_all()
+        self._tracker.repredict()
         self._last_fit = now
 
     def ranking(self, now: float) -> Ranking:
@@ -314,10 +304,23 @@ class Engine:
         tracked = self._tracker.jobs[action.job_id]
         return dataclasses.replace(action, reason=self.policy.explain(tracked.job, tracked.prediction, now))
 
-    def _stale_records(self, pending: Sequence[JobRecord]) -> list[_Key]:
+    def _stale_records(self) -> list[_Key]:
         """Applied changes of jobs no longer pending (checked on full passes)."""
-        ids = {job.job_id for job in pending}
+        ids = self._tracker.jobs
         return [key for key in self._applied if key[0] not in ids]
+
+    def _queue(self, snapshot: ClusterSnapshot, first: bool) -> dict[str, object]:
+        """What the tracker takes in: the gateway's delta when it is relative to the last
+        snapshot seen (and this is not a first cycle), else the pending jobs."""
+        delta, serial = snapshot.delta, self._serial
+        self._serial = snapshot.serial
+        if not first and delta is not None and delta.base == serial:
+            return {"delta": delta}
+        jobs = snapshot.jobs
+        if not first and len(jobs) == len(self._jobs) and all(map(operator.is_, jobs, self._jobs)):
+            return {"delta": QueueDelta(serial, (), frozenset())}  # the very records of the last cycle
+        self._jobs = jobs
+        return {"pending": snapshot.pending}
 
     def _record(self, cycle_id: int, changes: QueueChanges, plan: Plan, outcomes: Sequence[ActionOutcome],
                 stale: list[_Key], now: float) -> tuple[list[Decision], list[tuple[_Key, AppliedChange | None]]]:

@@ -28,7 +28,7 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import AbstractSet as Set, Sequence
 
-from slurmsched.model import JobRecord, Prediction
+from slurmsched.model import JobRecord, Prediction, QueueDelta
 from slurmsched.policy.base import JobScore, Policy, Ranking, sort_key
 from slurmsched.predict.protocol import Predictor
 
@@ -96,37 +96,43 @@ class QueueTracker:
         self._version: str | None = None
         self._seen_ids: Set[int] = frozenset()
         self._seen_records: Sequence[JobRecord] = ()
+        self._repredict = False
         self.unsettled: set[int] = set()
 
-    def update(self, pending: Sequence[JobRecord], now: float, *, unchanged: bool = False,
+    def update(self, now: float, *, pending: Sequence[JobRecord] | None = None, delta: QueueDelta | None = None,
                repredict_all: bool = False, replan_all: bool = False,
                users: set[str] | frozenset[str] = frozenset(),
                names: set[str] | frozenset[str] = frozenset()) -> QueueChanges:
-        """Take in this cycle's pending jobs.
+        """Take in this cycle's pending queue: all of it, or what changed since the last call.
 
-        Work is proportional to what changed: one pass over ``pending`` picks out the
-        records that are not the very objects seen last cycle (none when ``unchanged``);
+        Work is proportional to what changed: the records that are not the very objects
+        seen last call are picked out with set operations (or given by ``delta``);
         everything else comes from small sets (expired scores, unsettled plans, jobs of
         the given users and names).
 
         Args:
-            pending: the snapshot's pending jobs.
             now: cycle time (scores are computed at it).
-            unchanged: the snapshot holds the very job records of the last cycle (the
-                simulator's way of saying nothing happened).
-            repredict_all: predict every job again (refit, periodic refresh).
+            pending: the snapshot's pending jobs; or else
+            delta: how the queue changed since the snapshot the last call took in.
+            repredict_all: predict every job again (the first cycle, after a refit).
             replan_all: plan every job again (e.g. the scheduler's weights changed).
             users, names: users and job names with newly finished runs; their pending
                 jobs are predicted again.
         """
         table = self.jobs
         version = self.predictor.version
-        repredict_all = repredict_all or version != self._version
-        self._version = version
+        repredict_all = repredict_all or self._repredict or version != self._version
+        self._version, self._repredict = version, False
         predict: dict[int, JobRecord] = {}
         replan: set[int] = set()
         arrived = 0
-        changed = () if unchanged else self._not_seen(pending)
+        if delta is not None:
+            changed: Sequence[JobRecord] = delta.changed
+            self._seen_ids, self._seen_records = frozenset(), ()
+        elif pending is not None:
+            changed = self._not_seen(pending)
+        else:
+            raise ValueError("update needs the pending jobs or a delta")
         for job in changed:
             tracked = table.get(job.job_id)
             if tracked is None:
@@ -141,13 +147,15 @@ class QueueTracker:
                     replan.add(job.job_id)
                 tracked.job = job
         departed: tuple[int, ...] = ()
-        if len(table) + arrived != len(pending):
+        if delta is not None:
+            departed = tuple(i for i in delta.left if i in table)
+        elif pending is not None and len(table) + arrived != len(pending):
             departed = tuple(table.keys() - {job.job_id for job in pending})
-            for job_id in departed:
-                self._drop(table.pop(job_id))
+        for job_id in departed:
+            self._drop(table.pop(job_id))
         if repredict_all:
-            for job in pending:
-                predict.setdefault(job.job_id, job)
+            for job_id, tracked in table.items():
+                predict.setdefault(job_id, tracked.job)
         else:
             for index, keys in ((self._by_user, users), (self._by_name, names)):
                 for key in keys:
@@ -276,12 +284,6 @@ class QueueTracker:
         """The current prediction of every pending job."""
         return {job_id: t.prediction for job_id, t in self.jobs.items()}
 
-    def forget_all(self) -> None:
-        """Drop every prediction and score (after a refit, or when state may be out of step)."""
-        self.jobs.clear()
-        self._seen_ids, self._seen_records = frozenset(), ()
-        self._order.clear()
-        self._due.clear()
-        self._by_user.clear()
-        self._by_name.clear()
-        self.unsettled.clear()
+    def repredict(self) -> None:
+        """Predict every job again at the next update (after a refit)."""
+        self._repredict = True

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
-                              NodeRecord, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition,
+                              NodeRecord, QueueDelta, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition,
                               SetSiteFactor, SetSwitches)
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.cluster import ClusterSpec, PartitionSpec, cluster_from_nodes, expand_hostlist
@@ -141,6 +141,9 @@ class SimulatedSlurm:
         self._arrived: list[SimJob] = []
         self._last_pass: _Pass | None = None
         self._kept: dict[str, _Reservation] = {}
+        self._serial = 0
+        self._changed: set[int] = set()  # pending jobs whose record changed since the last snapshot
+        self._left: set[int] = set()  # jobs that stopped pending since the last snapshot
         #: every action received through ``apply`` (the simulated RPC count).
         self.rpcs = 0
 
@@ -190,6 +193,7 @@ class SimulatedSlurm:
             slurm._records[job.job_id] = record
             if record.state is JobState.PENDING:
                 slurm._pending[job.job_id] = job
+                slurm._changed.add(job.job_id)
                 slurm._queue.add(job, now)
                 slurm._arrived.append(job)
                 continue
@@ -249,6 +253,7 @@ class SimulatedSlurm:
         self._pending[job.job_id] = job
         self._queue.add(job, self._clock.now())
         self._unbuilt.add(job.job_id)
+        self._changed.add(job.job_id)
         self._arrived.append(job)
 
     def finish(self, job: SimJob) -> None:
@@ -406,6 +411,8 @@ class SimulatedSlurm:
         job.start = now
         job.alloc = alloc
         del self._pending[job.job_id]
+        self._changed.discard(job.job_id)
+        self._left.add(job.job_id)
         self._running[job.job_id] = job
         insort(self._by_end[pool.name], (now + job.bf_limit, job.job_id))
         self._unbuilt.add(job.job_id)
@@ -474,14 +481,18 @@ class SimulatedSlurm:
         """Pending jobs (with their current SiteFactor) and running jobs, and every node.
 
         Pending jobs' ``priority`` is left unset (the simulator keeps priorities as
-        real numbers in its queue; slurmsched reads SiteFactor, not priority).
+        real numbers in its queue; slurmsched reads SiteFactor, not priority). The
+        snapshot carries the pending queue's :class:`QueueDelta` since the previous one.
         """
-        pending, running = self._pending, self._running
+        pending, running, records = self._pending, self._running, self._records
         for job_id in list(self._unbuilt):
             self._record(pending.get(job_id) or running[job_id])
         nodes = tuple(self._node_record(i) for i in range(len(self.spec.nodes)))
-        return ClusterSnapshot(taken_at=self._clock.now(), cluster=self.spec.name,
-                               jobs=tuple(self._records.values()), nodes=nodes, config=self._config)
+        delta = QueueDelta(self._serial, tuple(records[i] for i in self._changed), frozenset(self._left))
+        self._serial += 1
+        self._changed, self._left = set(), set()
+        return ClusterSnapshot(taken_at=self._clock.now(), cluster=self.spec.name, jobs=tuple(records.values()),
+                               nodes=nodes, config=self._config, serial=self._serial, delta=delta)
 
     def finished_since(self, since: float) -> list[JobRecord]:
         """Jobs that ended at or after ``since``, oldest first (simulated accounting)."""
@@ -536,6 +547,7 @@ class SimulatedSlurm:
                                                             switch_wait_s=action.max_wait_s)
         elif isinstance(action, SetExcludedNodes):
             self._records[job.job_id] = dataclasses.replace(record, excluded_nodes=action.nodes)
+        self._changed.add(job.job_id)
         self._reordered = True
         self._last_pass = None
         self._kept.clear()

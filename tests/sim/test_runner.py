@@ -88,3 +88,29 @@ def test_policy_names_are_checked() -> None:
         parse_policies("fifo,lifo")
     with pytest.raises(ConfigError):
         parse_policies(" , ")
+
+
+def test_queue_deltas_give_the_same_run_as_comparing_every_job() -> None:
+    """The engine reads the simulated Slurm's QueueDelta; without it, it compares the jobs: same starts, same RPCs."""
+    workload = small_workload(jobs=300, seed=5)
+    spec = ClusterSpec.uniform(4, 4)
+    config = Config()
+    build = engine_factory(parse_policies("qssf")[0], config, {})
+    assert build is not None
+
+    def without_deltas(slurm, clock):
+        # The same daemon over a view of the simulated Slurm whose snapshots carry no delta.
+        class NoDelta:
+            def __getattr__(self, name):
+                return getattr(slurm, name)
+
+            def snapshot(self):
+                return dataclasses.replace(slurm.snapshot(), delta=None)
+
+        return build(NoDelta(), clock)
+
+    with_delta = simulate(workload.jobs, spec, FIFO_CONFIG, build)
+    compared = simulate(workload.jobs, spec, FIFO_CONFIG, without_deltas)
+    assert with_delta.rpcs > 0
+    assert (with_delta.outcomes, with_delta.rpcs, with_delta.cycles) == (
+        compared.outcomes, compared.rpcs, compared.cycles)

@@ -5,7 +5,7 @@ The history is the 202,871-job HPC2N trace (SWF, read in place from
 ``$SLURMSCHED_TRACES``, default ``<repo>/../shared/traces``). ``fit`` is the model's
 whole refit as the daemon runs it: replaying the history for submit-time features and
 expert records, then training the three gradient-boosted quantile models (on the most
-recent 60,000 runs). The pending queue is the trace's last 10,000 jobs with their
+recent 10,000 runs: ``MAX_TRAIN_JOBS``). The pending queue is the trace's last 10,000 jobs with their
 start/end removed (real users, names, sizes and limits); ``predict`` is one call for
 all of them, the way a daemon cycle asks, timed as the median of several calls.
 

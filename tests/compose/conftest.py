@@ -14,12 +14,12 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 UP_SH = REPO / "contrib" / "compose" / "up.sh"
@@ -113,14 +113,7 @@ class ComposeCluster:
         Raises:
             AssertionError: naming ``what`` after ``timeout`` seconds.
         """
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {value!r})")
-            time.sleep(1)
+        return wait_until(what, predicate, timeout)
 
 
 def _bring_up() -> ComposeCluster:

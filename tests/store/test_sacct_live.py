@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Iterator
 
 import pytest
+from polling import wait_until
 
 from slurmsched.gateway.cli_backend import CliGateway
 from slurmsched.store.ingest import ACCOUNTING_LAG_S, SACCT_CURSOR, import_accounting
@@ -19,14 +20,7 @@ pytestmark = pytest.mark.slurm
 
 
 def _wait(what: str, predicate, timeout: float = 90.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
+    return wait_until(what, predicate, timeout, interval=0.5)
 
 
 def sacct_attempts(cluster, job_ids: list[int]) -> list[tuple[int, float, str]]:

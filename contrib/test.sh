@@ -62,12 +62,26 @@ LOG_TAG=test
 source contrib/dev-cluster/lib.sh
 cancel_jobs_named demo-  # contrib/demo.sh's workload would hold the GPUs the tests need
 
-step "pytest tests/ (all markers)"
-rc=0
-.venv/bin/python -m pytest tests -p no:cacheprovider --continue-on-collection-errors --durations=15 "$@" </dev/null || rc=$?
-case $rc in
-0) RESULT="pytest: all tests passed" ;;
-5) RESULT="pytest: NO TESTS COLLECTED (counted as a failure)" ;;
-*) RESULT="pytest: exit $rc, tests failed (see 'short test summary info' above)" ;;
-esac
-exit "$rc"
+# Without arguments: the compose tests, then everything else, each with its own summary
+# line; with arguments: one pytest run with them.
+RC=0
+run_pytest() {
+    local label=$1 rc=0
+    shift
+    step "pytest $label"
+    .venv/bin/python -m pytest tests -p no:cacheprovider --continue-on-collection-errors --durations=15 "$@" \
+        </dev/null || rc=$?
+    case $rc in
+    0) RESULT+="pytest $label: all tests passed; " ;;
+    5) RESULT+="pytest $label: NO TESTS COLLECTED (counted as a failure); " ;;
+    *) RESULT+="pytest $label: exit $rc, tests failed (see 'short test summary info' above); " ;;
+    esac
+    ((rc == 0)) || RC=$rc
+}
+if (($# == 0)); then
+    run_pytest "-m compose" -m compose
+    run_pytest "-m 'not compose'" -m "not compose"
+else
+    run_pytest "$*" "$@"
+fi
+exit "$RC"

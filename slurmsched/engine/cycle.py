@@ -98,8 +98,8 @@ class Engine:
             first cycle and then every so many seconds of ``now``; ``None``: never
             (the caller fits it).
         refresh_s: every so many seconds of ``now`` a full pass re-reads slurmsched's
-            applied changes and plans every pending job again (other tools may have
-            changed things). Predictions are renewed by refits, not by this pass: a
+            applied changes (``slurmsched revert`` or another tool may have changed
+            them) and plans again the jobs whose record there changed. Predictions are renewed by refits, not by this pass: a
             pass that re-predicted every job would cost, summed over a run, one
             prediction per job per ``refresh_s`` of waiting.
         history_lookback_s: on a fresh database, how far back the first cycle reads
@@ -170,11 +170,14 @@ class Engine:
             self.refit(now)
         first = self._full_at is None  # the first cycle, or the one after a failed cycle
         full = first or not 0 <= now - self._full_at < self.refresh_s
+        moved: set[int] = set()
         if full:
-            self._applied = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}
-            self._full_at = now
+            applied = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}
+            moved = {key[0] for key in applied.keys() | self._applied.keys()
+                     if applied.get(key) != self._applied.get(key)}
+            self._applied, self._full_at = applied, now
         changes = self._tracker.update(now, **self._queue(snapshot, first), repredict_all=first,
-                                       replan_all=full or snapshot.config != self._config,
+                                       replan_all=first or snapshot.config != self._config, replan=moved,
                                        users=self._dirty_users, names=self._dirty_names)
         pending = len(self._tracker.jobs)
         running = len(snapshot.jobs) - pending

@@ -26,7 +26,7 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from dataclasses import dataclass
-from typing import AbstractSet as Set, Sequence
+from typing import AbstractSet as Set, Collection, Sequence
 
 from slurmsched.model import JobRecord, Prediction, QueueDelta
 from slurmsched.policy.base import JobScore, Policy, Ranking, sort_key
@@ -100,7 +100,7 @@ class QueueTracker:
         self.unsettled: set[int] = set()
 
     def update(self, now: float, *, pending: Sequence[JobRecord] | None = None, delta: QueueDelta | None = None,
-               repredict_all: bool = False, replan_all: bool = False,
+               repredict_all: bool = False, replan_all: bool = False, replan: Collection[int] = (),
                users: set[str] | frozenset[str] = frozenset(),
                names: set[str] | frozenset[str] = frozenset()) -> QueueChanges:
         """Take in this cycle's pending queue: all of it, or what changed since the last call.
@@ -116,6 +116,7 @@ class QueueTracker:
             delta: how the queue changed since the snapshot the last call took in.
             repredict_all: predict every job again (the first cycle, after a refit).
             replan_all: plan every job again (e.g. the scheduler's weights changed).
+            replan: ids of jobs to plan again (their applied changes moved).
             users, names: users and job names with newly finished runs; their pending
                 jobs are predicted again.
         """
@@ -124,7 +125,7 @@ class QueueTracker:
         repredict_all = repredict_all or self._repredict or version != self._version
         self._version, self._repredict = version, False
         predict: dict[int, JobRecord] = {}
-        replan: set[int] = set()
+        asked, replan = replan, set()
         arrived = 0
         if delta is not None:
             changed: Sequence[JobRecord] = delta.changed
@@ -165,6 +166,7 @@ class QueueTracker:
         rescore = [table[i] for i in expired if i not in predict]
         if replan_all:
             replan.update(table)
+        replan.update(i for i in asked if i in table)
         replan.update(self.unsettled)
         replan.difference_update(predict, expired)
         fresh = self._predict(list(predict.values()), version)

@@ -44,7 +44,7 @@ class QssfArgs:
     """
 
     max_wait_h: float = 48.0
-    halflife_h: float = 24.0
+    halflife_h: float = 6.0
     aging_step_h: float = 1.0
     cpu_gpu_weight: float = 0.125
 

@@ -32,7 +32,7 @@ from slurmsched.model import SchedulerConfig
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.cluster import ClusterSpec
 from slurmsched.sim.job import SimJob
-from slurmsched.sim.slurm import DEFAULT_BF_MAX_JOB_TEST, SimulatedSlurm, job_gpu_types
+from slurmsched.sim.slurm import DEFAULT_BF_MAX_JOB_TEST, SimulatedSlurm
 from slurmsched.sim.workload import TraceJob
 
 log = logging.getLogger(__name__)
@@ -101,13 +101,10 @@ def _to_sim_job(job: TraceJob, slurm: SimulatedSlurm) -> SimJob | None:
     """The simulator's view of a trace job, or ``None`` if its partition can never run it."""
     record = job.record
     partition = slurm.spec.partition(record.partition)
-    try:
-        types = job_gpu_types(record.gpu_type, record.features)
-    except ValueError:
-        types = None
-    nodes = slurm.nodes_for(job.units, partition, types)
-    if nodes is None:
+    placement = slurm.placement(record, partition, job.units)
+    if placement is None:
         return None
+    types, nodes = placement
     limit = record.time_limit_s
     return SimJob(trace=record, job_id=record.job_id, submit=record.submit_time, duration=job.duration,
                   units=job.units, bf_limit=float(limit) if limit else job.duration, final_state=record.state,

@@ -175,15 +175,12 @@ class SimulatedSlurm:
         now = clock.now()
         for record in snapshot.jobs:
             partition = spec.partition(record.partition.split(",")[0])
-            try:
-                types = job_gpu_types(record.gpu_type, record.features)
-            except ValueError:
-                types = None
-            nodes = slurm.nodes_for(record.gpus, partition, types)
-            if nodes is None:
+            placement = slurm.placement(record, partition, record.gpus)
+            if placement is None:
                 log.info("job %d left out of the simulation: no GPUs, or more than its partition has",
                          record.job_id)
                 continue
+            types, nodes = placement
             limit = float(record.time_limit_s or DEFAULT_RUN_S)
             job = SimJob(trace=record, job_id=record.job_id, submit=record.submit_time,
                          duration=known.get(record.job_id, limit), units=record.gpus, bf_limit=limit,
@@ -246,6 +243,17 @@ class SimulatedSlurm:
         if units <= 0 or units > total:
             return None
         return math.ceil(units / cap)
+
+    def placement(self, record: JobRecord, partition: PartitionSpec, units: int) -> tuple[GpuTypes, int] | None:
+        """The node types a job may run on and the nodes it would occupy, or ``None`` if its
+        partition can never hold it. A ``Features`` expression beyond an OR-list of types
+        (see :func:`job_gpu_types`) leaves the job free to run on any type."""
+        try:
+            types = job_gpu_types(record.gpu_type, record.features)
+        except ValueError:
+            types = None
+        nodes = self.nodes_for(units, partition, types)
+        return None if nodes is None else (types, nodes)
 
     def submit(self, job: SimJob) -> None:
         """Queue a job (as ``sbatch`` would) at the current time."""

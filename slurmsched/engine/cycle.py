@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from slurmsched.gateway.protocol import SlurmGateway
-from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord,
-                              Prediction, QueueDelta, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
-                              SetSwitches)
+from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, Prediction, QueueDelta,
+                              SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor, SetSwitches)
 from slurmsched.engine.tracker import QueueChanges, QueueTracker, Tracked
 from slurmsched.planner import Plan, Planner, describe
 from slurmsched.planner.plan import SITE_FACTOR, SWITCHES, Step
@@ -99,9 +98,10 @@ class Engine:
             (the caller fits it).
         refresh_s: every so many seconds of ``now`` a full pass re-reads slurmsched's
             applied changes (``slurmsched revert`` or another tool may have changed
-            them) and plans again the jobs whose record there changed. Predictions are renewed by refits, not by this pass: a
-            pass that re-predicted every job would cost, summed over a run, one
-            prediction per job per ``refresh_s`` of waiting.
+            them) and plans again the jobs whose record there changed. Predictions
+            are renewed by refits, not by this pass: a pass that re-predicted every
+            job would cost, summed over a run, one prediction per job per
+            ``refresh_s`` of waiting.
         history_lookback_s: on a fresh database, how far back the first cycle reads
             accounting.
         overlap_s: accounting is re-read this far behind the cursor, because a finished

@@ -7,7 +7,7 @@ need anything redone:
 * re-predict: new jobs, jobs whose prediction inputs changed (the user edited them),
   jobs of a user or job name that just finished a run (an empty user or name, as in
   traces without them, identifies nobody and re-predicts nothing), everything after a
-  refit or every ``refresh`` pass;
+  refit or on the engine's first cycle;
 * re-score: the above, plus jobs whose score the policy said would change with time by
   now (an aging tick, the guard; :meth:`Policy.changes_at`, kept in a heap);
 * re-plan: the above, plus jobs whose plan-relevant fields changed (SiteFactor,

@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 from slurmsched.config import Config
 from slurmsched.gateway.cli_backend import SITE_FACTOR_BATCH
-from slurmsched.model import (Action, ClusterSnapshot, JobRecord, JobState, SchedulerConfig, SetSiteFactor,
+from slurmsched.model import (Action, ClusterSnapshot, JobRecord, SchedulerConfig, SetSiteFactor,
                               SetSwitches)
 from slurmsched.planner.constraints import ConstraintTuner
 from slurmsched.planner.scale import GUARD_LEVEL, SiteFactorScale
@@ -156,7 +156,7 @@ class Planner:
             applied: changes slurmsched made and has not reverted, by ``(job_id, kind)``.
         """
         scale = self.scale(snapshot.config)
-        pending = {j.job_id: j for j in snapshot.jobs if j.state is JobState.PENDING}
+        pending = {j.job_id: j for j in snapshot.pending}
         ranked: list[tuple[int, Action]] = []
         adopted: list[SetSiteFactor] = []
         settled: list[tuple[int, str]] = []

@@ -26,6 +26,8 @@ def test_queue_json_matches_the_controller(compose, compose_jobs):
     array = jobs.submit("--array=0-2", "-w", "gpu02", "--gres=gpu:a100:8", name="array")
     compose.wait("the blocker to run", lambda: jobs.states().get(blocker) == "RUNNING", timeout=60)
     compose.slurm("scontrol", "update", f"JobId={array}", "SiteFactor=123")
+    # sprio lists a job only once the controller has computed its priority factors
+    compose.wait("sprio to show the array's SiteFactor", lambda: 123 in compose.site_factors().values(), timeout=60)
 
     snap = json.loads(compose.slurmsched("queue", "--json").stdout)
     mine = {job["job_id"]: job for job in snap["jobs"] if job["name"].startswith(jobs.prefix)}

@@ -172,9 +172,10 @@ class Engine:
         full = first or not 0 <= now - self._full_at < self.refresh_s
         moved: set[int] = set()
         if full:
-            applied = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}
-            moved = {key[0] for key in applied.keys() | self._applied.keys()
-                     if applied.get(key) != self._applied.get(key)}
+            applied, known = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}, self._applied
+            if applied != known:  # usually equal: compared in one pass before looking for what moved
+                moved = {key[0] for key in applied.keys() ^ known.keys()}
+                moved.update(key[0] for key, change in applied.items() if known.get(key, change) != change)
             self._applied, self._full_at = applied, now
         changes = self._tracker.update(now, **self._queue(snapshot, first), repredict_all=first,
                                        replan_all=first or snapshot.config != self._config, replan=moved,

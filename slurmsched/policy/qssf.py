@@ -126,20 +126,29 @@ class QssfPolicy(ScoringPolicy):
         return min(expected, float(job.time_limit_s)) if job.time_limit_s else expected
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
-        """Service halved once per ``halflife_h`` waited; 0 once the guard expired."""
+        """Service halved once per ``halflife_h`` waited; 0 once the guard expired.
+
+        (Written out rather than through :meth:`waited_s`: the tracker calls it for every
+        waiting job at every aging tick.)
+        """
         service = self.service(job, prediction)
         if self.guard_s is None:
             return service
-        waited = self.waited_s(job, now)
-        if waited >= self.guard_s:
+        step = self._step_s
+        ticks = max(0, math.floor(now / step) - math.floor(job.submit_time / step))
+        if ticks * step >= self.guard_s:
             return 0.0
-        return service * 2.0 ** -(waited / self._step_s * self._halvings_per_step)
+        return service * 2.0 ** -(ticks * self._halvings_per_step)
 
     def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
         """The next aging tick while the guard has not expired; never without aging."""
-        if self.guard_s is None or self.waited_s(job, now) >= self.guard_s:
+        if self.guard_s is None:
             return math.inf
-        return (math.floor(now / self._step_s) + 1) * self._step_s
+        step = self._step_s
+        tick = math.floor(now / step)
+        if (tick - math.floor(job.submit_time / step)) * step >= self.guard_s:
+            return math.inf
+        return (tick + 1) * step
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
         """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 72 h guard ...``.

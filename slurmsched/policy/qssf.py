@@ -8,8 +8,9 @@ predictor's median stretched by its spread, as for a log-normal through the pred
 10th and 90th percentiles (``median x exp(sigma^2 / 2)``, ``sigma = ln(p90 / p10) / 2.563``),
 capped at the time limit. When durations are uncertain, ordering by expected duration
 is what minimises mean completion time (Smith's rule), so a sure short job goes before
-one that is only probably short. Measured on HPC2N (users only, wide spreads): 59% of
-the FIFO -> oracle-SJF gain against 45% with the median; CTC-SP2 unchanged.
+one that is only probably short. Measured on HPC2N (users only, wide spreads): 50-59%
+of the FIFO -> oracle-SJF gain against 45% with the median; CTC-SP2 153-162% either way
+(``docs/simulator.md``).
 ``estimate = "median"`` uses the point estimate alone.
 
 Aging keeps that from starving big jobs, in two parts:

@@ -256,10 +256,13 @@ class SlurmschedPredictor:
             X = np.array(rows, dtype=float)[:, self.columns]
             if len(rows) <= COMPILED_MAX_ROWS:
                 low, middle, high = self.trees.predict(X)[where].T
+                estimate[cold] += middle[cold]
             else:
+                low_model, middle_model, high_model = self.models
                 with _one_thread():
-                    low, middle, high = (model.predict(X)[where] for model in self.models)
-            estimate[cold] += middle[cold]
+                    low, high = low_model.predict(X)[where], high_model.predict(X)[where]
+                    if cold.any():  # the median model is needed only where no expert answers
+                        estimate[cold] += middle_model.predict(X)[where[cold]]
             low, high = anchor + low, anchor + high
         else:
             low, high = anchor - DEFAULT_BAND, anchor + DEFAULT_BAND

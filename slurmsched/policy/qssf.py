@@ -155,17 +155,18 @@ class QssfPolicy(ScoringPolicy):
         """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 72 h guard ...``.
 
         When the spread stretches the estimate: ``expected 3.0 h (median 2.1 h, 10-90%
-        1.2-6.0 h) x 4 GPUs = ...``.
+        1.2 h to 6.0 h) x 4 GPUs = ...``; short runs in minutes or seconds (``20 s``).
         """
         duration, point = self.duration(job, prediction), _estimate(job, prediction)
         source = prediction.source if prediction is not None else "no prediction: time limit"
         if prediction is not None and duration != point:
-            stated = (f"expected {duration / 3600:.1f} h (median {point / 3600:.1f} h, 10-90%"
-                      f" {prediction.low_s / 3600:.1f}-{prediction.high_s / 3600:.1f} h)")
+            stated = (f"expected {_span(duration)} (median {_span(point)}, 10-90%"
+                      f" {_span(prediction.low_s)} to {_span(prediction.high_s)})")
         else:
-            stated = f"predicted {duration / 3600:.1f} h"
-        text = (f"{stated} x {_size_text(job, self.args.cpu_gpu_weight)}"
-                f" = {self.service(job, prediction) / 3600:.1f} GPU-h ({source})")
+            stated = f"predicted {_span(duration)}"
+        service = self.service(job, prediction)
+        amount = f"{service / 3600:.1f} GPU-h" if service >= 360 else f"{service:.0f} GPU-s"
+        text = f"{stated} x {_size_text(job, self.args.cpu_gpu_weight)} = {amount} ({source})"
         if self.guard_s is None:
             return text
         waited = self.waited_s(job, now)
@@ -174,6 +175,13 @@ class QssfPolicy(ScoringPolicy):
                     " ahead of every later job")
         return (f"{text}; waiting {waited / 3600:.0f} h of {self.args.max_wait_h:g} h guard, score halved"
                 f" {self.halvings(job, now):.2g}x -> {self.score(job, prediction, now) / 3600:.2f} GPU-h")
+
+
+def _span(seconds: float) -> str:
+    """A run time for ``explain``: hours to one decimal from 6 minutes up, else minutes or seconds."""
+    if seconds >= 360:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def _estimate(job: JobRecord, prediction: Prediction | None) -> float:

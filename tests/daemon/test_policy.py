@@ -185,7 +185,15 @@ def test_an_uncertain_prediction_counts_its_expected_run_time() -> None:
     assert policy.duration(unsure, predictions[1]) == pytest.approx(1.8 * HOUR * math.exp((math.log(64) / 2.5631) ** 2 / 2))
     assert policy.duration(sure, predictions[0]) == 2.0 * HOUR
     text = policy.explain(unsure, predictions[1], NOW)
-    assert text.startswith("expected 6.7 h (median 1.8 h, 10-90% 0.2-14.4 h) x 1 GPU = 6.7 GPU-h (cold start"), text
+    assert text.startswith("expected 6.7 h (median 1.8 h, 10-90% 0.2 h to 14.4 h) x 1 GPU = 6.7 GPU-h (cold start"), text
+
+
+def test_short_runs_are_explained_in_minutes_and_seconds() -> None:
+    short = job(1, gpus=8)
+    text = make_policy("qssf", {}).explain(short, Prediction(1, 20.0, 14.0, 20.0, "user+name history"), NOW)
+    assert text.startswith("expected 20 s (median 20 s, 10-90% 14 s to 20 s) x 8 GPUs = 162 GPU-s"), text
+    text = make_policy("qssf", {}).explain(short, Prediction(1, 300.0, 300.0, 300.0, "user+name history"), NOW)
+    assert text.startswith("predicted 5 min x 8 GPUs = 0.7 GPU-h"), text
 
 
 def test_the_expected_run_time_never_exceeds_the_time_limit() -> None:

@@ -104,14 +104,18 @@ class QssfPolicy(ScoringPolicy):
         self._halvings_per_step = self.args.aging_step_h / self.args.halflife_h
         self._mean = self.args.estimate == "mean"
 
+    def _ticks(self, job: JobRecord, now: float) -> int:
+        """Whole ``aging_step_h`` clock ticks since the job's submission (never negative)."""
+        step = self._step_s
+        return max(0, math.floor(now / step) - math.floor(job.submit_time / step))
+
     def waited_s(self, job: JobRecord, now: float) -> float:
         """Waiting time as aging counts it: whole ``aging_step_h`` clock ticks since submission."""
-        step = self._step_s
-        return max(0, math.floor(now / step) - math.floor(job.submit_time / step)) * step
+        return self._ticks(job, now) * self._step_s
 
     def halvings(self, job: JobRecord, now: float) -> float:
         """How many times the job's score has halved (fractional)."""
-        return self.waited_s(job, now) / self._step_s * self._halvings_per_step
+        return self._ticks(job, now) * self._halvings_per_step
 
     def service(self, job: JobRecord, prediction: Prediction | None) -> float:
         """Predicted duration x GPUs (or CPU GPU-equivalents), in GPU-seconds."""
@@ -127,29 +131,20 @@ class QssfPolicy(ScoringPolicy):
         return min(expected, float(job.time_limit_s)) if job.time_limit_s else expected
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
-        """Service halved once per ``halflife_h`` waited; 0 once the guard expired.
-
-        (Written out rather than through :meth:`waited_s`: the tracker calls it for every
-        waiting job at every aging tick.)
-        """
+        """Service halved once per ``halflife_h`` waited; 0 once the guard expired."""
         service = self.service(job, prediction)
         if self.guard_s is None:
             return service
-        step = self._step_s
-        ticks = max(0, math.floor(now / step) - math.floor(job.submit_time / step))
-        if ticks * step >= self.guard_s:
+        ticks = self._ticks(job, now)
+        if ticks * self._step_s >= self.guard_s:
             return 0.0
         return service * 2.0 ** -(ticks * self._halvings_per_step)
 
     def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
         """The next aging tick while the guard has not expired; never without aging."""
-        if self.guard_s is None:
+        if self.guard_s is None or self.waited_s(job, now) >= self.guard_s:
             return math.inf
-        step = self._step_s
-        tick = math.floor(now / step)
-        if (tick - math.floor(job.submit_time / step)) * step >= self.guard_s:
-            return math.inf
-        return (tick + 1) * step
+        return (math.floor(now / self._step_s) + 1) * self._step_s
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
         """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 72 h guard ...``.

@@ -45,11 +45,18 @@ _Group = tuple[str, str, GpuTypes, int]
 #: Run time assumed for a loaded job with neither a known duration nor a time limit.
 DEFAULT_RUN_S = 3600.0
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))
+_RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
 
 
 def _evolve(record: JobRecord, **changes: object) -> JobRecord:
     """``dataclasses.replace`` for job records, a third of its cost (it runs for every
-    SiteFactor update; JobRecord has no ``__post_init__`` to skip)."""
+    SiteFactor update; JobRecord has no ``__post_init__`` to skip).
+
+    Raises:
+        TypeError: a name in ``changes`` is not a field (as ``replace`` would).
+    """
+    if not changes.keys() <= _RECORD_FIELD_SET:
+        raise TypeError(f"JobRecord has no field {sorted(changes.keys() - _RECORD_FIELD_SET)}")
     new = object.__new__(JobRecord)
     for name in _RECORD_FIELDS:
         object.__setattr__(new, name, changes[name] if name in changes else getattr(record, name))
@@ -459,7 +466,7 @@ class SimulatedSlurm:
             base = record or self._pending_record(job)
             if job.start is not None:
                 base = _evolve(base, state=JobState.RUNNING, start_time=job.start,
-                                           node_list=self._node_list(job), site_factor=None)
+                               node_list=self._node_list(job), site_factor=None)
             record = self._records[job.job_id] = base
             self._unbuilt.discard(job.job_id)
         return record
@@ -473,8 +480,8 @@ class SimulatedSlurm:
         if record is None:
             job, live = self._finished[index]
             record = _evolve(live or self._pending_record(job), state=job.final_state,
-                                         start_time=job.start, end_time=job.end, node_list=self._node_list(job),
-                                         site_factor=None)
+                             start_time=job.start, end_time=job.end, node_list=self._node_list(job),
+                             site_factor=None)
             self._finished_records[index] = record
         return record
 
@@ -560,8 +567,7 @@ class SimulatedSlurm:
             self._requeue(job, job.partition, types)
             self._records[job.job_id] = _evolve(record, features=action.features)
         elif isinstance(action, SetSwitches):
-            self._records[job.job_id] = _evolve(record, switches=action.count,
-                                                            switch_wait_s=action.max_wait_s)
+            self._records[job.job_id] = _evolve(record, switches=action.count, switch_wait_s=action.max_wait_s)
         elif isinstance(action, SetExcludedNodes):
             self._records[job.job_id] = _evolve(record, excluded_nodes=action.nodes)
         self._changed.add(job.job_id)

@@ -92,11 +92,6 @@ class CompiledTrees:
                    starts=np.asarray(starts, dtype=np.intp), baselines=np.asarray(baselines, dtype=float),
                    width=width, depth=int(nodes["depth"].max()))
 
-    @property
-    def models(self) -> int:
-        """How many regressors were compiled."""
-        return len(self.starts)
-
     def _widen(self, X: np.ndarray) -> np.ndarray:
         """``X`` twice side by side, missing values as -inf (go left), then as +inf (go right)."""
         missing = np.isnan(X)

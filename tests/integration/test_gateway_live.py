@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 from slurmsched.errors import ConfigError, SlurmCommandNotFound
 from slurmsched.gateway import CliGateway
@@ -43,13 +44,7 @@ def gateway(slurm_cluster) -> CliGateway:
 
 def wait_for(what: str, probe, timeout: float = 30, interval: float = 0.3):
     """Call ``probe`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(interval)
+    return wait_until(what, probe, timeout, interval)
 
 
 def live_job(gateway: CliGateway, job_id: int) -> JobRecord | None:

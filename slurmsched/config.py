@@ -136,7 +136,8 @@ class PolicySection:
             guard), ``"qssf-noaging"`` (the same without the guard) or ``"fifo"``
             (leave Slurm's order alone; only undo what slurmsched set).
         qssf: ``[policy.qssf]`` arguments of ``qssf`` and ``qssf-noaging``
-            (``max_wait_h``, ``halflife_h``, ``aging_step_h``, ``cpu_gpu_weight``; see
+            (``max_wait_h``, ``halflife_h``, ``aging_step_h``, ``backlog_factor``,
+            ``cpu_gpu_weight``, ``estimate``; see
             :class:`slurmsched.policy.qssf.QssfArgs`).
         fifo: ``[policy.fifo]`` arguments of ``fifo`` (none yet).
     """

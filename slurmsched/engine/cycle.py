@@ -179,7 +179,8 @@ class Engine:
             self._applied, self._full_at = applied, now
         changes = self._tracker.update(now, **self._queue(snapshot, first), repredict_all=first,
                                        replan_all=first or snapshot.config != self._config, replan=moved,
-                                       users=self._dirty_users, names=self._dirty_names)
+                                       users=self._dirty_users, names=self._dirty_names,
+                                       nodes=snapshot.nodes)
         pending = len(self._tracker.jobs)
         running = len(snapshot.jobs) - pending
         self._config = snapshot.config
@@ -229,10 +230,6 @@ class Engine:
         """The policy's current order of the pending queue, with reasons (as of the last cycle)."""
         return self._tracker.ranking(now)
 
-    def predictions(self) -> dict[int, Prediction]:
-        """The current prediction of every pending job (as of the last cycle)."""
-        return self._tracker.predictions()
-
     # -- stages ---------------------------------------------------------------------
 
     def _read_finished(self, now: float) -> tuple[list[JobRecord], float]:
@@ -279,7 +276,7 @@ class Engine:
                 ranked.append((tracked, SetSiteFactor(job.job_id, value, current)))  # reason added once chosen
                 unsettled.add(job.job_id)
             elif step is Step.ADOPT:
-                adopted.append(SetSiteFactor(job.job_id, value, 0, self.policy.explain(job, tracked.prediction, now)))
+                adopted.append(SetSiteFactor(job.job_id, value, 0, tracker.explain(tracked, now)))
             elif step is Step.SETTLE:
                 settled.append((job.job_id, SITE_FACTOR))
             elif step is Step.HOLD:
@@ -305,8 +302,7 @@ class Engine:
         """The action with the policy's reason (only built for actions actually sent)."""
         if not self.policy.reorders:
             return dataclasses.replace(action, reason=f"{self.policy.name}: undo slurmsched's SiteFactor")
-        tracked = self._tracker.jobs[action.job_id]
-        return dataclasses.replace(action, reason=self.policy.explain(tracked.job, tracked.prediction, now))
+        return dataclasses.replace(action, reason=self._tracker.explain(self._tracker.jobs[action.job_id], now))
 
     def _stale_records(self) -> list[_Key]:
         """Applied changes of jobs no longer pending (checked on full passes)."""

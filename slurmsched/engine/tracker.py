@@ -13,6 +13,10 @@ need anything redone:
 * re-plan: the above, plus jobs whose plan-relevant fields changed (SiteFactor,
   features, switches, hold) and jobs whose last plan is not in place yet.
 
+It also keeps the expected work of the whole pending queue (:meth:`Policy.work`), so a
+newly seen job's backlog wait (:func:`~slurmsched.policy.base.backlog_waits`) costs
+nothing more than its own prediction; the backlog wait is fixed from then on.
+
 A job whose record object is the very one seen last cycle (the simulator reuses them)
 is recognised by identity, with set operations rather than a loop over the queue;
 otherwise two small tuples of fields are compared. The
@@ -28,8 +32,8 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import AbstractSet as Set, Collection, Sequence
 
-from slurmsched.model import JobRecord, Prediction, QueueDelta
-from slurmsched.policy.base import JobScore, Policy, Ranking, sort_key
+from slurmsched.model import JobRecord, NodeRecord, Prediction, QueueDelta
+from slurmsched.policy.base import JobScore, Policy, Ranking, backlog_waits, sort_key
 from slurmsched.predict.protocol import Predictor
 
 
@@ -56,6 +60,8 @@ class Tracked:
     score: float = 0.0
     order: tuple[float, float, int] | None = None
     due: float = math.inf
+    work: float = 0.0
+    backlog_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +103,13 @@ class QueueTracker:
         self._seen_ids: Set[int] = frozenset()
         self._seen_records: Sequence[JobRecord] = ()
         self._repredict = False
+        self._queued = 0.0
         self.unsettled: set[int] = set()
 
     def update(self, now: float, *, pending: Sequence[JobRecord] | None = None, delta: QueueDelta | None = None,
                repredict_all: bool = False, replan_all: bool = False, replan: Collection[int] = (),
                users: set[str] | frozenset[str] = frozenset(),
-               names: set[str] | frozenset[str] = frozenset()) -> QueueChanges:
+               names: set[str] | frozenset[str] = frozenset(), nodes: Sequence[NodeRecord] = ()) -> QueueChanges:
         """Take in this cycle's pending queue: all of it, or what changed since the last call.
 
         Work is proportional to what changed: the records that are not the very objects
@@ -119,6 +126,8 @@ class QueueTracker:
             replan: ids of jobs to plan again (their applied changes moved).
             users, names: users and job names with newly finished runs; their pending
                 jobs are predicted again.
+            nodes: the cluster's nodes: their capacity (:meth:`Policy.capacity`, computed
+                only when jobs arrived) gives newly seen jobs their backlog waits.
         """
         table = self.jobs
         version = self.predictor.version
@@ -154,6 +163,8 @@ class QueueTracker:
             departed = tuple(table.keys() - {job.job_id for job in pending})
         for job_id in departed:
             self._drop(table.pop(job_id))
+        if not table:
+            self._queued = 0.0  # no rounding drift left over from the sums
         if repredict_all:
             for job_id, tracked in table.items():
                 predict.setdefault(job_id, tracked.job)
@@ -169,7 +180,7 @@ class QueueTracker:
         replan.update(i for i in asked if i in table)
         replan.update(self.unsettled)
         replan.difference_update(predict, expired)
-        fresh = self._predict(list(predict.values()), version)
+        fresh = self._predict(list(predict.values()), version, nodes)
         rescore.extend(table[i] for i in predict)
         self._rescore(rescore, now)
         return QueueChanges(tuple(rescore) + tuple(table[i] for i in replan), tuple(fresh), departed)
@@ -197,18 +208,22 @@ class QueueTracker:
                 expired.add(job_id)
         return expired
 
-    def _predict(self, jobs: list[JobRecord], version: str) -> list[Tracked]:
-        """Predict ``jobs`` in one batch; returns those whose prediction is new or changed."""
+    def _predict(self, jobs: list[JobRecord], version: str, nodes: Sequence[NodeRecord]) -> list[Tracked]:
+        """Predict ``jobs`` in one batch, giving newly seen ones their backlog wait;
+        returns those whose prediction is new or changed."""
         if not jobs:
             return []
-        fresh = []
+        fresh, arrived = [], []
+        work = self.policy.work
         for job, prediction in zip(jobs, self.predictor.predict(jobs)):
             before = self.jobs.get(job.job_id)
             if before is None:
-                tracked = Tracked(job, prediction_inputs(job), plan_inputs(job), prediction, version)
+                tracked = Tracked(job, prediction_inputs(job), plan_inputs(job), prediction, version,
+                                  work=work(job, prediction))
                 self.jobs[job.job_id] = tracked
                 self._index(tracked)
                 fresh.append(tracked)
+                arrived.append(tracked)
                 continue
             if (before.prediction.estimate_s != prediction.estimate_s
                     or before.prediction.source != prediction.source):
@@ -216,7 +231,15 @@ class QueueTracker:
             self._unindex(before)
             before.job, before.inputs, before.plan_inputs = job, prediction_inputs(job), plan_inputs(job)
             before.prediction, before.version = prediction, version
+            self._queued -= before.work
+            before.work = work(job, prediction)
+            self._queued += before.work
             self._index(before)
+        if arrived:
+            waits = backlog_waits(((t.job, t.work) for t in arrived), self.policy.capacity(nodes), self._queued)
+            for tracked in arrived:
+                tracked.backlog_s = waits[tracked.job.job_id]
+                self._queued += tracked.work
         return fresh
 
     def _index(self, tracked: Tracked) -> None:
@@ -244,9 +267,9 @@ class QueueTracker:
         for tracked in jobs:
             if not rebuild and tracked.order is not None:
                 self._remove(tracked.order)
-            tracked.score = score(tracked.job, tracked.prediction, now)
+            tracked.score = score(tracked.job, tracked.prediction, now, tracked.backlog_s)
             tracked.order = sort_key(tracked.job, tracked.score)
-            tracked.due = changes_at(tracked.job, tracked.prediction, now)
+            tracked.due = changes_at(tracked.job, tracked.prediction, now, tracked.backlog_s)
             if tracked.due < math.inf:
                 heapq.heappush(self._due, (tracked.due, tracked.job.job_id))
             self.unsettled.add(tracked.job.job_id)
@@ -256,6 +279,7 @@ class QueueTracker:
             self._order = sorted(t.order for t in self.jobs.values() if t.order is not None)
 
     def _drop(self, tracked: Tracked) -> None:
+        self._queued -= tracked.work
         if tracked.order is not None:
             self._remove(tracked.order)
         self._unindex(tracked)
@@ -272,19 +296,17 @@ class QueueTracker:
 
     def job_score(self, tracked: Tracked, now: float) -> JobScore:
         """The job's :class:`JobScore` (rank and reason included)."""
-        return JobScore(tracked.job.job_id, tracked.score, self.rank(tracked),
-                        self.policy.explain(tracked.job, tracked.prediction, now))
+        return JobScore(tracked.job.job_id, tracked.score, self.rank(tracked), self.explain(tracked, now))
+
+    def explain(self, tracked: Tracked, now: float) -> str:
+        """The policy's reason for the job's score."""
+        return self.policy.explain(tracked.job, tracked.prediction, now, tracked.backlog_s)
 
     def ranking(self, now: float) -> Ranking:
         """The whole current order with reasons (what ``policy.rank`` would return)."""
-        scores = tuple(JobScore(key[2], key[0], i,
-                                self.policy.explain(self.jobs[key[2]].job, self.jobs[key[2]].prediction, now))
+        scores = tuple(JobScore(key[2], key[0], i, self.explain(self.jobs[key[2]], now))
                        for i, key in enumerate(self._order, 1))
         return Ranking(self.policy.name, self.policy.reorders, scores, self.policy.guard_s)
-
-    def predictions(self) -> dict[int, Prediction]:
-        """The current prediction of every pending job."""
-        return {job_id: t.prediction for job_id, t in self.jobs.items()}
 
     def repredict(self) -> None:
         """Predict every job again at the next update (after a refit)."""

@@ -2,13 +2,14 @@
 
 Slurm's multifactor priority is ``sum(weight_i * factor_i) + SiteFactor - Nice`` with
 every factor in [0, 1]. slurmsched's ``qssf`` moves a job to the *guard level* (the
-highest SiteFactor, ``step`` above every other level) once it has waited
-``max_wait_h`` (counted in ``aging_step_h`` clock ticks). Let X be such a job and Y a job
+highest SiteFactor, ``step`` above every other level) once it has waited its patience:
+``max_wait_h``, or ``backlog_factor`` times its backlog wait when that is longer
+(counted in ``aging_step_h`` clock ticks). Let X be such a job and Y a job
 submitted after X that has not reached the guard: Y can only start first if its other
 factors beat X's by more than ``step``. Y's age factor is never above X's, so the
 most Y can gain is the sum of the non-age weights (fair-share, job size, partition,
 QOS, TRES). Hence, when ``step`` exceeds that sum (always in ``dominate`` mode), no
-job submitted later overtakes a job that has waited ``max_wait_h + aging_step_h``
+job submitted later overtakes a job that has waited its patience + ``aging_step_h``
 (+ one daemon interval until the next cycle applies it) because of slurmsched; among
 guard-level jobs Slurm's own factors decide, as without slurmsched.
 
@@ -44,8 +45,10 @@ def guaranteed_wait_bound(config: Config, scheduler: SchedulerConfig) -> WaitBou
         scheduler: slurmctld's priority settings (``gateway.scheduler_config()``).
 
     Returns:
-        ``seconds`` = 0 when nothing is reordered, the guard's bound when it holds,
-        ``None`` when this configuration bounds nothing; ``explanation`` says why.
+        ``seconds`` = 0 when nothing is reordered, the guard's bound when it holds (for
+        a job whose backlog wait does not stretch its guard; the explanation says how
+        the backlog does), ``None`` when this configuration bounds nothing;
+        ``explanation`` says why.
     """
     policy = make_policy(config.policy.name, config.policy.args_for(config.policy.name))
     if not policy.reorders:
@@ -61,8 +64,10 @@ def guaranteed_wait_bound(config: Config, scheduler: SchedulerConfig) -> WaitBou
         return WaitBound(None, f"{config.planner.mode} mode: a level step of {step} does not exceed the "
                                f"non-age PriorityWeight* sum {others}, so fair-share/QOS/size can keep a job "
                                "that reached the aging guard behind later ones")
-    bound = (policy.args.max_wait_h + policy.args.aging_step_h) * 3600.0 + config.daemon.interval_s
-    return WaitBound(bound, f"after max_wait_h={policy.args.max_wait_h:g} h (+ aging_step_h="
+    args = policy.args
+    bound = (args.max_wait_h + args.aging_step_h) * 3600.0 + config.daemon.interval_s
+    stretch = f" or {args.backlog_factor:g} x its backlog wait if longer" if args.backlog_factor else ""
+    return WaitBound(bound, f"after max_wait_h={args.max_wait_h:g} h{stretch} (+ aging_step_h="
                             f"{policy.args.aging_step_h:g} h + one {config.daemon.interval_s:g} s cycle) a job "
                             f"holds the guard level, {step} above every other level, more than the non-age "
                             f"PriorityWeight* sum {others}: no later job overtakes it because of slurmsched")

@@ -1,19 +1,25 @@
 """What every queue-ordering policy sees and returns.
 
-A policy is pure: each job's score is a function of that job, its prediction and the
-time only (never of the other jobs), so a job's score can be computed once and kept
+A policy is pure: each job's score is a function of that job, its prediction, the time
+and its *backlog wait*, a number fixed when the job is first seen (:func:`backlog_waits`),
+never of the other jobs' current state; so a job's score can be computed once and kept
 while nothing about it changes. :meth:`Policy.changes_at` says when time itself will
 change a job's score (an aging tick); until then an unchanged job keeps its score.
 The order is ascending ``(score, submit time, job id)``: deterministic tie-breaks.
+
+The backlog wait estimates how long first come, first served would keep the job
+waiting: the expected work (:meth:`Policy.work`) of the jobs queued before it, over the
+cluster's capacity (:meth:`Policy.capacity`), when it was first seen. Policies whose
+patience scales with the queue (``qssf``'s guard) use it; the others ignore it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Mapping, Protocol
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Protocol, Sequence
 
-from slurmsched.model import JobRecord, Prediction
+from slurmsched.model import JobRecord, NodeRecord, Prediction
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,11 +31,14 @@ class PolicyContext:
         pending: pending jobs in the order Slurm listed them.
         predictions: duration prediction per job id (a job may be missing: the policy
             then falls back to the job's time limit).
+        backlogs: each job's backlog wait in seconds, fixed when the engine first saw
+            it (:func:`backlog_waits`); a missing job's is 0.
     """
 
     now: float
     pending: tuple[JobRecord, ...]
     predictions: Mapping[int, Prediction]
+    backlogs: Mapping[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +83,27 @@ def sort_key(job: JobRecord, score: float) -> tuple[float, float, int]:
     return (score, job.submit_time, job.job_id)
 
 
+def backlog_waits(arrivals: Iterable[tuple[JobRecord, float]], capacity: float,
+                  queued: float = 0.0) -> dict[int, float]:
+    """Each arriving job's backlog wait: the work queued before it over ``capacity``, in seconds.
+
+    Arrivals are taken in submit order (then job id); each one counts ``queued`` (the
+    work of the jobs already waiting) plus the work of the arrivals submitted before it.
+
+    Args:
+        arrivals: ``(job, work)`` pairs, work in the policy's units x seconds
+            (:meth:`Policy.work`).
+        capacity: the cluster's capacity (:meth:`Policy.capacity`); 0 or less gives
+            every job a backlog wait of 0.
+        queued: work of the jobs that were waiting before these arrived.
+    """
+    waits: dict[int, float] = {}
+    for job, work in sorted(arrivals, key=lambda jw: (jw[0].submit_time, jw[0].job_id)):
+        waits[job.job_id] = queued / capacity if capacity > 0 else 0.0
+        queued += work
+    return waits
+
+
 class Policy(Protocol):
     """A queue-ordering policy (registered by name in :mod:`slurmsched.policy.registry`).
 
@@ -87,15 +117,23 @@ class Policy(Protocol):
     reorders: bool
     guard_s: float | None
 
-    def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+    def work(self, job: JobRecord, prediction: Prediction | None) -> float:
+        """The job's expected work (capacity units x seconds) for the backlog; 0 if not estimated."""
+        ...
+
+    def capacity(self, nodes: Sequence[NodeRecord]) -> float:
+        """The cluster's capacity in the units of :meth:`work` (0: no backlog waits)."""
+        ...
+
+    def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """When the job's score next changes with time alone (``math.inf``: never)."""
         ...
 
-    def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
-        """The job's own score at ``now`` (lower runs earlier); pure."""
+    def score(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
+        """The job's own score at ``now`` given its backlog wait (lower runs earlier); pure."""
         ...
 
-    def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
+    def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
         """Why the job has its score, for humans."""
         ...
 
@@ -111,23 +149,33 @@ class ScoringPolicy:
     reorders = True
     guard_s: float | None = None
 
-    def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+    def work(self, job: JobRecord, prediction: Prediction | None) -> float:
+        """No work estimate (override to give jobs backlog waits)."""
+        return 0.0
+
+    def capacity(self, nodes: Sequence[NodeRecord]) -> float:
+        """No capacity: every backlog wait is 0 (override with :meth:`work`)."""
+        return 0.0
+
+    def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """Time alone changes no score (override for aging)."""
         return math.inf
 
-    def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+    def score(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """The job's own score (subclasses define it)."""
         raise NotImplementedError
 
-    def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
+    def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
         """Why (subclasses define it)."""
         raise NotImplementedError
 
     def rank(self, context: PolicyContext) -> Ranking:
         """Every pending job scored and sorted, with reasons."""
-        now, predictions = context.now, context.predictions
-        rows = sorted((sort_key(job, self.score(job, predictions.get(job.job_id), now)), job)
+        now, predictions, backlogs = context.now, context.predictions, context.backlogs
+        rows = sorted((sort_key(job, self.score(job, predictions.get(job.job_id), now,
+                                                backlogs.get(job.job_id, 0.0))), job)
                       for job in context.pending)
-        scores = tuple(JobScore(job.job_id, key[0], i, self.explain(job, predictions.get(job.job_id), now))
+        scores = tuple(JobScore(job.job_id, key[0], i,
+                                self.explain(job, predictions.get(job.job_id), now, backlogs.get(job.job_id, 0.0)))
                        for i, (key, job) in enumerate(rows, 1))
         return Ranking(self.name, self.reorders, scores, self.guard_s)

@@ -30,10 +30,10 @@ class FifoPolicy(ScoringPolicy):
     def __init__(self, args: FifoArgs | None = None) -> None:
         self.args = args or FifoArgs()
 
-    def score(self, job: JobRecord, prediction: Prediction | None, now: float) -> float:
+    def score(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """The submit time."""
         return job.submit_time
 
-    def explain(self, job: JobRecord, prediction: Prediction | None, now: float) -> str:
+    def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
         """Always the same: Slurm decides."""
         return "fifo: Slurm's own order, unchanged"

@@ -18,6 +18,7 @@ from slurmsched.model import JobRecord, JobState, SchedulerConfig, SetSiteFactor
 from slurmsched.planner import Planner
 from slurmsched.planner.scale import GUARD_LEVEL
 from slurmsched.policy import PolicyContext, make_policy
+from slurmsched.policy.base import backlog_waits
 from slurmsched.predict.baselines import UserLimitPredictor
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.cluster import ClusterSpec
@@ -63,11 +64,18 @@ class World:
         return self.engine.run_cycle(self.clock.now())
 
     def reference_plan(self):
-        """What the planner plans for the whole queue as it stands (before the next cycle)."""
+        """What the planner plans for the whole queue as it stands (before the next cycle),
+        given the backlog waits the engine fixed when it first saw each job (a job new
+        to this cycle gets the backlog :func:`backlog_waits` gives it)."""
         snapshot = self.slurm.snapshot()
         pending = snapshot.pending
         predictions = {p.job_id: p for p in self.predictor.predict(pending)}
-        ranking = self.policy.rank(PolicyContext(self.clock.now(), pending, predictions))
+        tracked = self.engine._tracker.jobs  # the backlog waits are the engine's memory, not the queue's
+        queued = sum(self.policy.work(t.job, predictions[i]) for i, t in tracked.items() if i in predictions)
+        arrivals = [(j, self.policy.work(j, predictions[j.job_id])) for j in pending if j.job_id not in tracked]
+        backlogs = {i: t.backlog_s for i, t in tracked.items()}
+        backlogs.update(backlog_waits(arrivals, self.policy.capacity(snapshot.nodes), queued))
+        ranking = self.policy.rank(PolicyContext(self.clock.now(), pending, predictions, backlogs))
         applied = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}
         return self.planner.plan(ranking, snapshot, applied)
 
@@ -95,6 +103,8 @@ def test_incremental_engine_plans_what_the_planner_plans_for_the_whole_queue() -
         assert actions_of(report.plan) == actions_of(expected), f"step {step} at {at:.2f} h"
         assert {a.job_id for a in report.plan.adopted} == {a.job_id for a in expected.adopted}
     assert world.slurm.pending_count > 50
+    stretched = [t for t in world.engine._tracker.jobs.values() if t.backlog_s > POLICY_ARGS["max_wait_h"] * HOUR]
+    assert stretched  # the queue grew long enough to stretch guards: the backlog waits were compared too
 
 
 def test_unchanged_queue_costs_no_prediction_record_or_action() -> None:
@@ -173,3 +183,19 @@ def test_dry_run_and_pause_leave_slurm_alone(dry_run: bool) -> None:
     assert [d.outcome for d in report.decisions if d.kind == "SetSiteFactor"] == [
         "dry-run" if dry_run else "skipped: paused"]
     assert not [d for d in world.cycle(0.2).decisions if d.kind == "SetSiteFactor"]  # recorded once
+
+
+def test_a_job_keeps_the_backlog_wait_of_the_queue_it_arrived_in() -> None:
+    world = World()
+    first = [world.submit(8, limit_h=4) for _ in range(3)]  # same submit time: taken in job id order
+    world.cycle(0.1)
+    tracked = world.engine._tracker.jobs
+    works = [tracked[j.job_id].work for j in first]
+    assert all(w > 0 for w in works)
+    assert [tracked[j.job_id].backlog_s for j in first] == pytest.approx([0.0, works[0] / 16, sum(works[:2]) / 16])
+    late = world.submit(1, limit_h=1)
+    world.cycle(0.2)
+    assert tracked[late.job_id].backlog_s == pytest.approx(sum(works) / 16)  # the 16-GPU cluster's queue ahead
+    world.submit(16, limit_h=48)
+    world.cycle(1.5)  # more work queued behind it and an aging tick: its backlog wait stays as it was
+    assert tracked[late.job_id].backlog_s == pytest.approx(sum(works) / 16)

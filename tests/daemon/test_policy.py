@@ -10,8 +10,9 @@ import pytest
 
 from slurmsched.config import load_config
 from slurmsched.errors import ConfigError
-from slurmsched.model import JobRecord, Prediction
+from slurmsched.model import GresRequest, JobRecord, NodeRecord, Prediction
 from slurmsched.policy import POLICIES, PolicyContext, make_policy
+from slurmsched.policy.base import backlog_waits
 
 HOUR = 3600.0
 NOW = 1_800_000_000.0  # a whole number of hours, so aging ticks line up with submit times below
@@ -50,6 +51,7 @@ def test_registry_names_and_unknown_policy() -> None:
     ({"max_wait_h": "soon"}, r"policy\.qssf\.max_wait_h must be a number \(got 'soon'\)"),
     ({"typo": 1}, r"unknown key policy\.qssf\.typo"),
     ({"estimate": "p90"}, r"policy\.qssf\.estimate must be median or mean \(got 'p90'\)"),
+    ({"backlog_factor": -1}, r"policy\.qssf\.backlog_factor must be >= 0 \(got -1\.0\)"),
 ])
 def test_qssf_args_are_validated_naming_the_key(args: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -201,3 +203,41 @@ def test_the_expected_run_time_never_exceeds_the_time_limit() -> None:
     policy = make_policy("qssf", {})
     assert policy.duration(capped, predicted(1, 2.0, spread=10.0)) == 3 * HOUR
     assert policy.duration(job(2, limit_s=None), predicted(2, 2.0, spread=10.0)) > 3 * HOUR
+
+
+def test_a_long_backlog_stretches_the_guard_and_the_half_life() -> None:
+    policy = make_policy("qssf", {"max_wait_h": 48, "halflife_h": 6})  # backlog_factor 2 by default
+    p = predicted(1, 10)
+    waiting = job(1, submitted_h_ago=60)
+    # A backlog of at most 24 h changes nothing: 2 x 24 h is not longer than the 48 h guard.
+    assert policy.score(waiting, p, NOW, 24 * HOUR) == policy.score(waiting, p, NOW) == 0.0
+    # 50 h of work queued ahead: a 100 h guard, and the half-life stretched by 100/48.
+    assert policy.patience_s(50 * HOUR) == 100 * HOUR
+    assert policy.score(waiting, p, NOW, 50 * HOUR) == pytest.approx(10 * HOUR * 2 ** -(60 / 6 * 48 / 100))
+    assert policy.changes_at(waiting, p, NOW, 50 * HOUR) == NOW + HOUR
+    assert policy.score(waiting, p, waiting.submit_time + 99 * HOUR, 50 * HOUR) > 0
+    assert policy.score(waiting, p, waiting.submit_time + 100 * HOUR, 50 * HOUR) == 0.0
+    assert policy.changes_at(waiting, p, waiting.submit_time + 100 * HOUR, 50 * HOUR) == math.inf
+    reason = policy.explain(waiting, p, NOW, 50 * HOUR)
+    assert "waiting 60 h of 100 h guard (2 x 50 h backlog at arrival), score halved 4.8x -> 0.36 GPU-h" in reason
+    # backlog_factor = 0 keeps the fixed guard; qssf-noaging has none to stretch.
+    assert make_policy("qssf", {"backlog_factor": 0}).score(waiting, p, NOW, 50 * HOUR) == 0.0
+    assert make_policy("qssf-noaging").score(waiting, p, NOW, 50 * HOUR) == 10 * HOUR
+
+
+def test_backlog_waits_count_the_work_queued_before_each_arrival() -> None:
+    early, late, same = job(1, submitted_h_ago=2), job(3, submitted_h_ago=1), job(2, submitted_h_ago=1)
+    # Taken in submit order then job id, whatever order they come in; 8 GPUs of capacity.
+    waits = backlog_waits([(late, 8 * HOUR), (early, 16 * HOUR), (same, 4 * HOUR)], 8.0, queued=8 * HOUR)
+    assert waits == {1: 1 * HOUR, 2: 3 * HOUR, 3: 3.5 * HOUR}
+    assert backlog_waits([(early, 16 * HOUR)], 0.0, queued=8 * HOUR) == {1: 0.0}
+
+
+def test_capacity_is_the_gpus_or_on_a_cpu_cluster_the_weighted_cpus() -> None:
+    policy = make_policy("qssf")
+    gpu_nodes = [NodeRecord(f"g{i}", ("IDLE",), cpus=64, gres=(GresRequest("gpu", "a100", 8),)) for i in range(3)]
+    cpu_nodes = [NodeRecord(f"c{i}", ("IDLE",), cpus=128) for i in range(2)]
+    assert policy.capacity(gpu_nodes + cpu_nodes) == 24.0
+    assert policy.capacity(cpu_nodes) == 256 * 0.125
+    assert policy.work(job(1, gpus=4), predicted(1, 2)) == 8 * HOUR
+    assert make_policy("fifo").capacity(gpu_nodes) == 0.0 and make_policy("fifo").work(job(1), None) == 0.0

@@ -28,8 +28,8 @@ longer, and its half-life stretches by the same ratio. With a short queue nothin
 changes; when the whole queue waits days, a fixed 48 h guard would hand most jobs back
 to first come, first served exactly when ordering matters most, while the stretched one
 still bounds every job's wait by twice what first come, first served would have given
-it. Measured (``docs/simulator.md``): Philly 5% -> 92% of the FIFO -> oracle-SJF gain,
-HPC2N 59% -> 67%.
+it. Measured (``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 92% of
+the FIFO -> oracle-SJF gain, HPC2N 50% -> 58%, the ITP clusters mostly 5-13% -> 33-56%.
 
 Waiting time is counted in whole ``aging_step_h`` ticks of the wall clock
 (``floor(now / step) - floor(submit / step)``), the same instants for every job:
@@ -76,7 +76,7 @@ class QssfArgs:
     aging_step_h: float = 1.0
     cpu_gpu_weight: float = 0.125
     estimate: str = "mean"
-    backlog_factor: float = 2.0
+    backlog_factor: float = 1.0
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""

@@ -192,7 +192,7 @@ def test_guaranteed_wait_bound() -> None:
     bound = guaranteed_wait_bound(Config(), WEIGHTS)
     assert bound.seconds == 49 * HOUR + 60.0
     assert "no later job overtakes it" in bound.explanation
-    assert "after max_wait_h=48 h or 2 x its backlog wait if longer (+ aging_step_h=1 h" in bound.explanation
+    assert "after max_wait_h=48 h or 1 x its backlog wait if longer (+ aging_step_h=1 h" in bound.explanation
     blend = guaranteed_wait_bound(config(mode="blend"), WEIGHTS)
     assert blend.seconds is None and "fair-share" in blend.explanation
     # Blend still bounds when the level step beats every non-age weight.

@@ -206,7 +206,7 @@ def test_the_expected_run_time_never_exceeds_the_time_limit() -> None:
 
 
 def test_a_long_backlog_stretches_the_guard_and_the_half_life() -> None:
-    policy = make_policy("qssf", {"max_wait_h": 48, "halflife_h": 6})  # backlog_factor 2 by default
+    policy = make_policy("qssf", {"max_wait_h": 48, "halflife_h": 6, "backlog_factor": 2})
     p = predicted(1, 10)
     waiting = job(1, submitted_h_ago=60)
     # A backlog of at most 24 h changes nothing: 2 x 24 h is not longer than the 48 h guard.
@@ -220,7 +220,9 @@ def test_a_long_backlog_stretches_the_guard_and_the_half_life() -> None:
     assert policy.changes_at(waiting, p, waiting.submit_time + 100 * HOUR, 50 * HOUR) == math.inf
     reason = policy.explain(waiting, p, NOW, 50 * HOUR)
     assert "waiting 60 h of 100 h guard (2 x 50 h backlog at arrival), score halved 4.8x -> 0.36 GPU-h" in reason
-    # backlog_factor = 0 keeps the fixed guard; qssf-noaging has none to stretch.
+    # By default the guard is the backlog wait itself when longer; backlog_factor = 0 keeps
+    # the fixed guard; qssf-noaging has none to stretch.
+    assert make_policy("qssf").patience_s(50 * HOUR) == 50 * HOUR
     assert make_policy("qssf", {"backlog_factor": 0}).score(waiting, p, NOW, 50 * HOUR) == 0.0
     assert make_policy("qssf-noaging").score(waiting, p, NOW, 50 * HOUR) == 10 * HOUR
 

@@ -27,9 +27,10 @@ seen: the expected service queued before it over the cluster's GPUs), whichever 
 longer, and its half-life stretches by the same ratio. With a short queue nothing
 changes; when the whole queue waits days, a fixed 48 h guard would hand most jobs back
 to first come, first served exactly when ordering matters most, while the stretched one
-still bounds every job's wait by twice what first come, first served would have given
-it. Measured (``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 92% of
-the FIFO -> oracle-SJF gain, HPC2N 50% -> 58%, the ITP clusters mostly 5-13% -> 33-56%.
+still bounds a job's wait by about what first come, first served would have given it.
+Measured (``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 93% of the
+FIFO -> oracle-SJF gain (worst wait 1.07x -> 4.2x FIFO's), ITP01-07 5-73% -> 22-81%,
+CTC-SP2 153% -> 169% (worst wait 1.45x), HPC2N about the same (52%).
 
 Waiting time is counted in whole ``aging_step_h`` ticks of the wall clock
 (``floor(now / step) - floor(submit / step)``), the same instants for every job:

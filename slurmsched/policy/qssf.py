@@ -25,7 +25,7 @@ Both stretch with the queue: a job's *patience* is ``max_wait_h`` or ``backlog_f
 times its backlog wait (the wait first come, first served implied when it was first
 seen: the expected service queued before it over the cluster's GPUs), whichever is
 longer, and its half-life stretches by the same ratio. With a short queue nothing
-changes; when the whole queue waits days, a fixed 48 h guard would hand most jobs back
+changes; when the whole queue waits days, a fixed guard would hand most jobs back
 to first come, first served exactly when ordering matters most, while the stretched one
 still bounds a job's wait by about what first come, first served would have given it.
 Measured (``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 93% of the
@@ -72,8 +72,8 @@ class QssfArgs:
             ``"median"`` (the predictor's point estimate).
     """
 
-    max_wait_h: float = 48.0
-    halflife_h: float = 6.0
+    max_wait_h: float = 96.0
+    halflife_h: float = 12.0
     aging_step_h: float = 1.0
     cpu_gpu_weight: float = 0.125
     estimate: str = "mean"
@@ -186,7 +186,7 @@ class QssfPolicy(ScoringPolicy):
 
         When the spread stretches the estimate: ``expected 3.0 h (median 2.1 h, 10-90%
         1.2 h to 6.0 h) x 4 GPUs = ...``; short runs in minutes or seconds (``20 s``).
-        When the backlog stretches the guard: ``... of 96 h guard (2 x 48 h backlog at
+        When the backlog stretches the guard: ``... of 130 h guard (1 x 130 h backlog at
         arrival) ...``.
         """
         duration, point = self.duration(job, prediction), _estimate(job, prediction)

@@ -114,7 +114,7 @@ def test_hysteresis_keeps_a_level_for_small_changes_but_not_the_guard() -> None:
     assert [a.value for a in plan_for(planner, [job(1, site_factor=level_value)], {1: 6.6}).adopted] == [level_value]
     moved = plan_for(planner, [job(1, site_factor=level_value)], {1: 9.0})
     assert [a.value for a in moved.actions] == [scale.site_factor(9 * HOUR)]
-    guard = plan_for(planner, [job(1, site_factor=level_value, hours_ago=80)], {1: 4.0})
+    guard = plan_for(planner, [job(1, site_factor=level_value, hours_ago=100)], {1: 4.0})  # past the 96 h guard
     assert [a.value for a in guard.actions] == [scale.value(GUARD_LEVEL)]
 
 
@@ -190,14 +190,14 @@ def test_every_change_is_revertible() -> None:
 
 def test_guaranteed_wait_bound() -> None:
     bound = guaranteed_wait_bound(Config(), WEIGHTS)
-    assert bound.seconds == 49 * HOUR + 60.0
+    assert bound.seconds == 97 * HOUR + 60.0
     assert "no later job overtakes it" in bound.explanation
-    assert "after max_wait_h=48 h or 1 x its backlog wait if longer (+ aging_step_h=1 h" in bound.explanation
+    assert "after max_wait_h=96 h or 1 x its backlog wait if longer (+ aging_step_h=1 h" in bound.explanation
     blend = guaranteed_wait_bound(config(mode="blend"), WEIGHTS)
     assert blend.seconds is None and "fair-share" in blend.explanation
     # Blend still bounds when the level step beats every non-age weight.
     age_only = SchedulerConfig(weight_age=100000, weight_fairshare=10)
-    assert guaranteed_wait_bound(config(mode="blend"), age_only).seconds == 49 * HOUR + 60.0
+    assert guaranteed_wait_bound(config(mode="blend"), age_only).seconds == 97 * HOUR + 60.0
     noaging = dataclasses.replace(Config(), policy=dataclasses.replace(Config().policy, name="qssf-noaging"))
     assert guaranteed_wait_bound(noaging, WEIGHTS).seconds is None
     fifo = dataclasses.replace(Config(), policy=dataclasses.replace(Config().policy, name="fifo"))

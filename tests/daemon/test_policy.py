@@ -222,8 +222,8 @@ def test_a_long_backlog_stretches_the_guard_and_the_half_life() -> None:
     assert "waiting 60 h of 100 h guard (2 x 50 h backlog at arrival), score halved 4.8x -> 0.36 GPU-h" in reason
     # By default the guard is the backlog wait itself when longer; backlog_factor = 0 keeps
     # the fixed guard; qssf-noaging has none to stretch.
-    assert make_policy("qssf").patience_s(50 * HOUR) == 50 * HOUR
-    assert make_policy("qssf", {"backlog_factor": 0}).score(waiting, p, NOW, 50 * HOUR) == 0.0
+    assert make_policy("qssf").patience_s(130 * HOUR) == 130 * HOUR
+    assert make_policy("qssf", {"max_wait_h": 48, "backlog_factor": 0}).score(waiting, p, NOW, 50 * HOUR) == 0.0
     assert make_policy("qssf-noaging").score(waiting, p, NOW, 50 * HOUR) == 10 * HOUR
 
 

@@ -28,9 +28,10 @@ longer, and its half-life stretches by the same ratio. With a short queue nothin
 changes; when the whole queue waits days, a fixed guard would hand most jobs back
 to first come, first served exactly when ordering matters most, while the stretched one
 still bounds a job's wait by about what first come, first served would have given it.
-Measured (``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 93% of the
-FIFO -> oracle-SJF gain (worst wait 1.07x -> 4.2x FIFO's), ITP01-07 5-73% -> 22-81%,
-CTC-SP2 153% -> 169% (worst wait 1.45x), HPC2N about the same (52%).
+Measured with the defaults against the previous ones (48 h guard, 6 h half-life, no
+stretch; ``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 92% of the
+FIFO -> oracle-SJF gain (worst wait 1.07x -> 3.7x FIFO's), ITP01-07 5-73% -> 16-80%,
+CTC-SP2 153% -> 189% (worst wait 1.37x), HPC2N 50% -> 65% (1.00x).
 
 Waiting time is counted in whole ``aging_step_h`` ticks of the wall clock
 (``floor(now / step) - floor(submit / step)``), the same instants for every job:

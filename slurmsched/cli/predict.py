@@ -160,7 +160,7 @@ def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: s
     from slurmsched.model import JobRecord
 
     if trace is not None:
-        from slurmsched.traces import BadLine, iter_trace
+        from slurmsched.traces import iter_trace
 
         jobs, bad = [], []
         with tqdm(desc="reading", unit=" jobs", disable=None, leave=False) as bar:

@@ -45,10 +45,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from slurmsched.errors import ConfigError
 from typing import Sequence
 
+from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, NodeRecord, Prediction
 from slurmsched.policy.base import ScoringPolicy
 

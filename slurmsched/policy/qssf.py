@@ -185,7 +185,8 @@ class QssfPolicy(ScoringPolicy):
         """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 72 h guard ...``.
 
         When the spread stretches the estimate: ``expected 3.0 h (median 2.1 h, 10-90%
-        1.2 h to 6.0 h) x 4 GPUs = ...``; short runs in minutes or seconds (``20 s``).
+        1.2 h to 6.0 h) x 4 GPUs = ...``; short runs in minutes or seconds (``20 s``),
+        services and scores under 0.1 GPU-h in GPU-seconds.
         When the backlog stretches the guard: ``... of 130 h guard (1 x 130 h backlog at
         arrival) ...``.
         """
@@ -197,7 +198,7 @@ class QssfPolicy(ScoringPolicy):
         else:
             stated = f"predicted {_span(duration)}"
         service = self.service(job, prediction)
-        amount = f"{service / 3600:.1f} GPU-h" if service >= 360 else f"{service:.0f} GPU-s"
+        amount = _gpu_time(service, 1)
         text = f"{stated} x {_size_text(job, self.args.cpu_gpu_weight)} = {amount} ({source})"
         if self.guard_s is None:
             return text
@@ -210,7 +211,12 @@ class QssfPolicy(ScoringPolicy):
             return f"{text}; waited {waited / 3600:.0f} h: {guard} reached, ahead of every later job"
         return (f"{text}; waiting {waited / 3600:.0f} h of {guard}, score halved"
                 f" {self.halvings(job, now, backlog_s):.2g}x"
-                f" -> {self.score(job, prediction, now, backlog_s) / 3600:.2f} GPU-h")
+                f" -> {_gpu_time(self.score(job, prediction, now, backlog_s), 2)}")
+
+
+def _gpu_time(service: float, digits: int) -> str:
+    """GPU-hours to ``digits`` decimals from 0.1 GPU-h up, else GPU-seconds (``162 GPU-s``)."""
+    return f"{service / 3600:.{digits}f} GPU-h" if service >= 360 else f"{service:.0f} GPU-s"
 
 
 def _span(seconds: float) -> str:

@@ -133,8 +133,14 @@ class QssfPolicy(ScoringPolicy):
 
     def halvings(self, job: JobRecord, now: float, backlog_s: float = 0.0) -> float:
         """How many times the job's score has halved (fractional; the half-life stretched
-        as the guard is)."""
-        return self._ticks(job, now) * self._halvings_per_step * (self.guard_s or 0.0) / self.patience_s(backlog_s)
+        as the guard is; 0 without aging)."""
+        if self.guard_s is None:
+            return 0.0
+        return self._halvings(self._ticks(job, now), self.patience_s(backlog_s))
+
+    def _halvings(self, ticks: int, patience: float) -> float:
+        """Halvings after ``ticks`` aging ticks: ``halflife_h`` stretched by patience / guard (aging on)."""
+        return ticks * self._halvings_per_step * self.guard_s / patience
 
     def patience_s(self, backlog_s: float) -> float:
         """When the guard expires for a job with this backlog wait: ``max_wait_h`` or
@@ -173,7 +179,7 @@ class QssfPolicy(ScoringPolicy):
         ticks, patience = self._ticks(job, now), self.patience_s(backlog_s)
         if ticks * self._step_s >= patience:
             return 0.0
-        return service * 2.0 ** -(ticks * self._halvings_per_step * self.guard_s / patience)
+        return service * 2.0 ** -self._halvings(ticks, patience)
 
     def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """The next aging tick while the guard has not expired; never without aging."""

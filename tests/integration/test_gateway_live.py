@@ -42,19 +42,14 @@ def gateway(slurm_cluster) -> CliGateway:
     return CliGateway(env=slurm_cluster.env)
 
 
-def wait_for(what: str, probe, timeout: float = 30, interval: float = 0.3):
-    """Call ``probe`` until it returns something truthy; fail naming ``what``."""
-    return wait_until(what, probe, timeout, interval)
-
-
 def live_job(gateway: CliGateway, job_id: int) -> JobRecord | None:
     return next((j for j in gateway.snapshot().jobs if j.job_id == job_id), None)
 
 
 def wait_idle(slurm_cluster, timeout: float = 60) -> None:
     """Wait until no job of anyone holds or waits for the cluster (earlier tests' leftovers)."""
-    wait_for("an empty queue", lambda: not slurm_cluster.run("squeue", "-h", "-o", "%i").stdout.strip(),
-             timeout)
+    wait_until("an empty queue", lambda: not slurm_cluster.run("squeue", "-h", "-o", "%i").stdout.strip(),
+               timeout, 0.3)
 
 
 def sprio_site_factors(slurm_cluster) -> dict[int, int]:
@@ -93,7 +88,7 @@ def test_site_factor_reaches_sprio_and_changes_start_order(gateway, slurm_cluste
         slurm_jobs.wait_state(job_id, {"RUNNING"})
     first = slurm_jobs.submit("--gres=gpu:a100:8", "-t", "5", name="first", wrap="sleep 60")
     later = slurm_jobs.submit("--gres=gpu:a100:8", "-t", "5", name="later", wrap="sleep 60")
-    wait_for("both jobs in sprio", lambda: {first, later} <= set(sprio_site_factors(slurm_cluster)))
+    wait_until("both jobs in sprio", lambda: {first, later} <= set(sprio_site_factors(slurm_cluster)), 30, 0.3)
     before = {j.job_id: j for j in gateway.snapshot().pending}
     assert before[first].site_factor == 0 and before[later].site_factor == 0
 
@@ -109,8 +104,8 @@ def test_site_factor_reaches_sprio_and_changes_start_order(gateway, slurm_cluste
 
     # Without the SiteFactor the older job would start first (same size, same partition).
     slurm_cluster.run("scancel", str(fillers[0]))
-    started = wait_for("one of the two to start", lambda: {j for j in (first, later)
-                                                             if slurm_jobs.state(j) == "RUNNING"})
+    started = wait_until("one of the two to start",
+                         lambda: {j for j in (first, later) if slurm_jobs.state(j) == "RUNNING"}, 30, 0.3)
     assert started == {later}
     assert slurm_jobs.state(first) == "PENDING"
 
@@ -173,7 +168,7 @@ def test_finished_jobs_appear_in_finished_since(gateway, slurm_cluster, slurm_jo
                   (requeued, JobState.REQUEUED)}
         return found if wanted <= states else None
 
-    found = wait_for("accounting to record the jobs", records, timeout=60, interval=1)
+    found = wait_until("accounting to record the jobs", records, timeout=60, interval=1)
     by_key = {(r.job_id, r.state): r for r in found}
     ok = by_key[(done, JobState.COMPLETED)]
     assert (ok.gpus, ok.gpu_type, ok.exit_code, ok.time_limit_s) == (2, "a100", 0, 300)

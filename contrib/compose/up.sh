@@ -31,13 +31,17 @@ CHECKED=(slurmsched-mariadb slurmsched-slurmdbd slurmsched-slurmctld slurmsched-
 TARGETS=(slurm:24.11 mariadb:latest daemon:latest)  # Dockerfile target:tag (as in docker-compose.yml)
 
 install_podman_tools() {
-    local missing=() tool
-    for tool in podman runc debootstrap; do
-        command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+    # By package, not by command: netavark (podman's network stack, under /usr/lib/podman) runs
+    # iptables; a host with podman but without either fails every build step with
+    # "netavark: No such file or directory".
+    local missing=() pkg
+    for pkg in podman runc debootstrap netavark aardvark-dns iptables; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q ' installed$' || missing+=("$pkg")
     done
     if [ ${#missing[@]} -gt 0 ]; then
+        echo "[compose] installing ${missing[*]}" >&2
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap netavark aardvark-dns >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
     if [ "${COMPOSE[0]}" = podman-compose ] && ! command -v podman-compose >/dev/null 2>&1; then
         if [ -x "$ROOT/.venv/bin/pip" ]; then

@@ -68,6 +68,22 @@ any_daemon_running() {
     return 1
 }
 
+# check_ports_free: with none of this instance's daemons running, die naming every port
+# of the instance (slurmctld, slurmdbd, MariaDB, each slurmd) that something on this host
+# already accepts connections on: another instance whose range overlaps, most likely.
+# Otherwise that shows only as one daemon's bind error, deep in its log.
+check_ports_free() {
+    local ports=("$PORT" $((PORT + 1)) $((PORT + 2))) taken=() port
+    while read -r _ port _; do ports+=("$port"); done <"$ETC/nodes.txt"
+    for port in "${ports[@]}"; do
+        # A connect through bash's /dev/tcp: no extra tool, and no shell command string.
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then taken+=("$port"); fi
+    done
+    ((${#taken[@]} == 0)) ||
+        die "port(s) ${taken[*]} already in use; this instance needs ${ports[*]} (SLURMSCHED_DEV_PORT=$PORT):" \
+            "pick a base whose range is free, or stop the other instance with down.sh"
+}
+
 # Render the config into a scratch dir and move changed files into $ETC one by one
 # (rename is atomic, so clients never see a half-written file). Sets CONFIG_CHANGED.
 # Only the rendered files and job_submit.lua are managed here.
@@ -226,6 +242,7 @@ main() {
     chmod 755 "$STATE"/{run,log,munge,dev}
     export SLURM_CONF=$CONF
     render_config
+    any_daemon_running || check_ports_free
     start_munge
     start_mariadb
     start_slurmdbd

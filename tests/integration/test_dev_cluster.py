@@ -146,6 +146,21 @@ def test_second_instance_runs_beside_and_stops_cleanly(slurm_cluster, tmp_path: 
     assert slurm_cluster.run("scontrol", "ping").returncode == 0
 
 
+def test_an_instance_whose_ports_overlap_a_running_one_stops_before_starting_anything(
+        slurm_cluster, tmp_path: Path) -> None:
+    state = tmp_path / "overlapping"
+    main_port = int(slurm_cluster.env["SLURMSCHED_DEV_PORT"])
+    env = {**os.environ, "SLURMSCHED_DEV_STATE": str(state), "SLURMSCHED_DEV_PORT": str(main_port + 1)}
+    env.pop("SLURM_CONF", None)
+    up = subprocess.run(["bash", str(UP_SH)], env=env, capture_output=True, text=True, timeout=120)
+    assert up.returncode != 0
+    # slurmdbd (PORT+1) and MariaDB (PORT+2) of the running instance are named.
+    assert re.search(rf"port\(s\) {main_port + 1} {main_port + 2}\b.* already in use", up.stderr), up.stderr
+    assert list((state / "run").glob("*.pid")) == []
+    assert [p for p in os.listdir("/proc") if p.isdigit() and _environ_has(p, f"SLURMSCHED_DEV_STATE={state}")] == []
+    assert slurm_cluster.run("scontrol", "ping").returncode == 0
+
+
 def _environ_has(pid: str, entry: str) -> bool:
     try:
         return entry.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")

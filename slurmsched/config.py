@@ -137,7 +137,7 @@ class PolicySection:
             (leave Slurm's order alone; only undo what slurmsched set).
         qssf: ``[policy.qssf]`` arguments of ``qssf`` and ``qssf-noaging``
             (``max_wait_h``, ``halflife_h``, ``aging_step_h``, ``backlog_factor``,
-            ``cpu_gpu_weight``, ``estimate``; see
+            ``slowdown_factor``, ``cpu_gpu_weight``, ``estimate``; see
             :class:`slurmsched.policy.qssf.QssfArgs`).
         fifo: ``[policy.fifo]`` arguments of ``fifo`` (none yet).
     """

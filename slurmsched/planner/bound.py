@@ -3,8 +3,9 @@
 Slurm's multifactor priority is ``sum(weight_i * factor_i) + SiteFactor - Nice`` with
 every factor in [0, 1]. slurmsched's ``qssf`` moves a job to the *guard level* (the
 highest SiteFactor, ``step`` above every other level) once it has waited its patience:
-``max_wait_h``, or ``backlog_factor`` times its backlog wait when that is longer
-(counted in ``aging_step_h`` clock ticks). Let X be such a job and Y a job
+the longest of ``max_wait_h``, ``backlog_factor`` times its backlog wait and
+``slowdown_factor`` times its expected run time, at most its time limit (jobs without one
+are not stretched so; counted in ``aging_step_h`` clock ticks). Let X be such a job and Y a job
 submitted after X that has not reached the guard: Y can only start first if its other
 factors beat X's by more than ``step``. Y's age factor is never above X's, so the
 most Y can gain is the sum of the non-age weights (fair-share, job size, partition,
@@ -46,8 +47,8 @@ def guaranteed_wait_bound(config: Config, scheduler: SchedulerConfig) -> WaitBou
 
     Returns:
         ``seconds`` = 0 when nothing is reordered, the guard's bound when it holds (for
-        a job whose backlog wait does not stretch its guard; the explanation says how
-        the backlog does), ``None`` when this configuration bounds nothing;
+        a job whose backlog wait and run time do not stretch its guard; the explanation
+        says how they do), ``None`` when this configuration bounds nothing;
         ``explanation`` says why.
     """
     policy = make_policy(config.policy.name, config.policy.args_for(config.policy.name))
@@ -66,7 +67,10 @@ def guaranteed_wait_bound(config: Config, scheduler: SchedulerConfig) -> WaitBou
                                "that reached the aging guard behind later ones")
     args = policy.args
     bound = (args.max_wait_h + args.aging_step_h) * 3600.0 + config.daemon.interval_s
-    stretch = f" or {args.backlog_factor:g} x its backlog wait if longer" if args.backlog_factor else ""
+    stretches = [f"{args.backlog_factor:g} x its backlog wait"] if args.backlog_factor else []
+    if args.slowdown_factor:
+        stretches.append(f"{args.slowdown_factor:g} x its expected run time (at most its time limit)")
+    stretch = f" or {' or '.join(stretches)} if longer" if stretches else ""
     return WaitBound(bound, f"after max_wait_h={args.max_wait_h:g} h{stretch} (+ aging_step_h="
                             f"{policy.args.aging_step_h:g} h + one {config.daemon.interval_s:g} s cycle) a job "
                             f"holds the guard level, {step} above every other level, more than the non-age "

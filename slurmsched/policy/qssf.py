@@ -21,17 +21,28 @@ Aging keeps that from starving big jobs, in two parts:
   ahead of every job whose guard has not expired; among expired jobs the earlier
   submission goes first.
 
-Both stretch with the queue: a job's *patience* is ``max_wait_h`` or ``backlog_factor``
+Both stretch with the queue: a job's guard is ``max_wait_h`` or ``backlog_factor``
 times its backlog wait (the wait first come, first served implied when it was first
 seen: the expected service queued before it over the cluster's GPUs), whichever is
 longer, and its half-life stretches by the same ratio. With a short queue nothing
 changes; when the whole queue waits days, a fixed guard would hand most jobs back
 to first come, first served exactly when ordering matters most, while the stretched one
 still bounds a job's wait by about what first come, first served would have given it.
+
+The guard also stretches with the job: a job's *patience* is the longer of that guard
+and ``slowdown_factor`` times its expected run time, and its half-life stretches by
+the ratio of its patience to ``max_wait_h``. Only a job with a time limit stretches so
+(its expected run is capped at the limit): without one, a wide predicted spread could
+make the expected run, and so the guard, weeks long. A job expected to run a week gains
+little from jumping the queue after four days, while letting it jump holds the cluster
+for every short job behind it; a bounded slowdown (waiting at most ``slowdown_factor`` run
+times) is the fairness a long job can expect.
+
 Measured with the defaults against the previous ones (48 h guard, 6 h half-life, no
 stretch; ``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 92% of the
 FIFO -> oracle-SJF gain (worst wait 1.07x -> 3.7x FIFO's), ITP01-07 5-73% -> 16-80%,
-CTC-SP2 153% -> 189% (worst wait 1.37x), HPC2N 50% -> 65% (1.00x).
+CTC-SP2 153% -> 189% (worst wait 1.37x), HPC2N 50% -> 74% (1.08x; 65% and 1.00x without
+``slowdown_factor``).
 
 Waiting time is counted in whole ``aging_step_h`` ticks of the wall clock
 (``floor(now / step) - floor(submit / step)``), the same instants for every job:
@@ -66,6 +77,10 @@ class QssfArgs:
         halflife_h: a waiting job's score halves every so many hours of waiting.
         backlog_factor: a job's guard is at least this many times its backlog wait, and
             its half-life stretches by the same ratio; 0 keeps both fixed.
+        slowdown_factor: a job's guard is at least this many times its expected run time
+            (:meth:`QssfPolicy.duration`, capped at the time limit; jobs without a time
+            limit are not stretched), and its half-life stretches by the same ratio; 0
+            turns it off.
         aging_step_h: waiting is counted in whole clock ticks of this length.
         cpu_gpu_weight: GPUs one CPU counts as, for CPU-only jobs.
         estimate: ``"mean"`` (expected run time from the predicted spread) or
@@ -78,6 +93,7 @@ class QssfArgs:
     cpu_gpu_weight: float = 0.125
     estimate: str = "mean"
     backlog_factor: float = 1.0
+    slowdown_factor: float = 4.0
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
@@ -91,6 +107,8 @@ class QssfArgs:
             raise ConfigError(f"{prefix}.estimate must be median or mean (got {self.estimate!r})")
         if not self.backlog_factor >= 0:
             raise ConfigError(f"{prefix}.backlog_factor must be >= 0 (got {self.backlog_factor})")
+        if not self.slowdown_factor >= 0:
+            raise ConfigError(f"{prefix}.slowdown_factor must be >= 0 (got {self.slowdown_factor})")
         if not self.cpu_gpu_weight > 0:
             raise ConfigError(f"{prefix}.cpu_gpu_weight must be > 0 (got {self.cpu_gpu_weight})")
 
@@ -131,23 +149,23 @@ class QssfPolicy(ScoringPolicy):
         """Waiting time as aging counts it: whole ``aging_step_h`` clock ticks since submission."""
         return self._ticks(job, now) * self._step_s
 
-    def halvings(self, job: JobRecord, now: float, backlog_s: float = 0.0) -> float:
-        """How many times the job's score has halved (fractional; the half-life stretched
-        as the guard is; 0 without aging)."""
-        if self.guard_s is None:
-            return 0.0
-        return self._halvings(self._ticks(job, now), self.patience_s(backlog_s))
-
     def _halvings(self, ticks: int, patience: float) -> float:
-        """Halvings after ``ticks`` aging ticks: ``halflife_h`` stretched by patience / guard (aging on)."""
+        """Halvings after ``ticks`` aging ticks: ``halflife_h`` stretched by patience / ``max_wait_h`` (aging on)."""
         return ticks * self._halvings_per_step * self.guard_s / patience
 
-    def patience_s(self, backlog_s: float) -> float:
-        """When the guard expires for a job with this backlog wait: ``max_wait_h`` or
-        ``backlog_factor`` x the backlog wait, whichever is longer (``inf`` without aging)."""
+    def patience_s(self, backlog_s: float, duration_s: float = 0.0) -> float:
+        """When the guard expires for a job with this backlog wait and expected run time
+        (:meth:`duration`): the longest of ``max_wait_h``, ``backlog_factor`` x the backlog
+        wait and ``slowdown_factor`` x the run time (``inf`` without aging)."""
         if self.guard_s is None:
             return math.inf
-        return max(self.guard_s, self.args.backlog_factor * backlog_s)
+        return max(self.guard_s, self.args.backlog_factor * backlog_s, self.args.slowdown_factor * duration_s)
+
+    def _patience(self, job: JobRecord, backlog_s: float, duration_s: float) -> float:
+        """:meth:`patience_s` for this job: the run time counts only if the job has a time
+        limit (which caps its expected run); without one, a wide predicted spread would make
+        its expected run, and so its guard, unbounded."""
+        return self.patience_s(backlog_s, duration_s if job.time_limit_s else 0.0)
 
     def work(self, job: JobRecord, prediction: Prediction | None) -> float:
         """The backlog counts each queued job's service."""
@@ -173,17 +191,23 @@ class QssfPolicy(ScoringPolicy):
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """Service halved once per (stretched) half-life waited; 0 once the guard expired."""
-        service = self.service(job, prediction)
+        duration = self.duration(job, prediction)
+        service = duration * gpu_equivalents(job, self.args.cpu_gpu_weight)
         if self.guard_s is None:
             return service
-        ticks, patience = self._ticks(job, now), self.patience_s(backlog_s)
+        ticks, patience = self._ticks(job, now), self._patience(job, backlog_s, duration)
         if ticks * self._step_s >= patience:
             return 0.0
         return service * 2.0 ** -self._halvings(ticks, patience)
 
     def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """The next aging tick while the guard has not expired; never without aging."""
-        if self.guard_s is None or self.waited_s(job, now) >= self.patience_s(backlog_s):
+        if self.guard_s is None:
+            return math.inf
+        waited = self.waited_s(job, now)
+        # The run time only lengthens the backlog guard: below that, no need to compute it.
+        if waited >= self.patience_s(backlog_s) and waited >= self._patience(
+                job, backlog_s, self.duration(job, prediction)):
             return math.inf
         return (math.floor(now / self._step_s) + 1) * self._step_s
 
@@ -194,7 +218,8 @@ class QssfPolicy(ScoringPolicy):
         1.2 h to 6.0 h) x 4 GPUs = ...``; short runs in minutes or seconds (``20 s``),
         services and scores under 0.1 GPU-h in GPU-seconds.
         When the backlog stretches the guard: ``... of 130 h guard (1 x 130 h backlog at
-        arrival) ...``.
+        arrival) ...``; when the run time does: ``... of 160 h guard (4 x 40.0 h expected
+        run) ...``.
         """
         duration, point = self.duration(job, prediction), _estimate(job, prediction)
         source = prediction.source if prediction is not None else "no prediction: time limit"
@@ -208,16 +233,19 @@ class QssfPolicy(ScoringPolicy):
         text = f"{stated} x {_size_text(job, self.args.cpu_gpu_weight)} = {amount} ({source})"
         if self.guard_s is None:
             return text
-        waited, patience = self.waited_s(job, now), self.patience_s(backlog_s)
+        ticks, patience = self._ticks(job, now), self._patience(job, backlog_s, duration)
+        waited, backlog_guard = ticks * self._step_s, self.patience_s(backlog_s)
         guard = f"{self.args.max_wait_h:g} h guard"
-        if patience > self.guard_s:
+        if patience > backlog_guard:
+            guard = f"{patience / 3600:.0f} h guard ({self.args.slowdown_factor:g} x {_span(duration)} expected run)"
+        elif patience > self.guard_s:
             guard = (f"{patience / 3600:.0f} h guard ({self.args.backlog_factor:g} x {backlog_s / 3600:.0f} h"
                      " backlog at arrival)")
         if waited >= patience:
             return f"{text}; waited {waited / 3600:.0f} h: {guard} reached, ahead of every later job"
-        return (f"{text}; waiting {waited / 3600:.0f} h of {guard}, score halved"
-                f" {self.halvings(job, now, backlog_s):.2g}x"
-                f" -> {_gpu_time(self.score(job, prediction, now, backlog_s), 2)}")
+        halved = self._halvings(ticks, patience)  # what score() applies while the guard holds
+        return (f"{text}; waiting {waited / 3600:.0f} h of {guard}, score halved {halved:.2g}x"
+                f" -> {_gpu_time(service * 2.0 ** -halved, 2)}")
 
 
 def _gpu_time(service: float, digits: int) -> str:

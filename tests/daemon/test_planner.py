@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from slurmsched.config import Config, ConstraintsSection, PlannerSection, load_config
+from slurmsched.config import Config, ConstraintsSection, PlannerSection, PolicySection, load_config
 from slurmsched.errors import ConfigError
 from slurmsched.model import (ClusterSnapshot, GresRequest, JobRecord, NodeRecord, Prediction, SchedulerConfig,
                               SetFeatures, SetSiteFactor, SetSwitches)
@@ -192,7 +192,11 @@ def test_guaranteed_wait_bound() -> None:
     bound = guaranteed_wait_bound(Config(), WEIGHTS)
     assert bound.seconds == 97 * HOUR + 60.0
     assert "no later job overtakes it" in bound.explanation
-    assert "after max_wait_h=96 h or 1 x its backlog wait if longer (+ aging_step_h=1 h" in bound.explanation
+    assert ("after max_wait_h=96 h or 1 x its backlog wait or 4 x its expected run time (at most its time limit)"
+            " if longer"
+            " (+ aging_step_h=1 h") in bound.explanation
+    fixed = dataclasses.replace(Config(), policy=PolicySection(qssf={"backlog_factor": 0, "slowdown_factor": 0}))
+    assert "after max_wait_h=96 h (+ aging_step_h=1 h" in guaranteed_wait_bound(fixed, WEIGHTS).explanation
     blend = guaranteed_wait_bound(config(mode="blend"), WEIGHTS)
     assert blend.seconds is None and "fair-share" in blend.explanation
     # Blend still bounds when the level step beats every non-age weight.

@@ -52,6 +52,7 @@ def test_registry_names_and_unknown_policy() -> None:
     ({"typo": 1}, r"unknown key policy\.qssf\.typo"),
     ({"estimate": "p90"}, r"policy\.qssf\.estimate must be median or mean \(got 'p90'\)"),
     ({"backlog_factor": -1}, r"policy\.qssf\.backlog_factor must be >= 0 \(got -1\.0\)"),
+    ({"slowdown_factor": -2}, r"policy\.qssf\.slowdown_factor must be >= 0 \(got -2\.0\)"),
 ])
 def test_qssf_args_are_validated_naming_the_key(args: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -101,9 +102,9 @@ def test_ties_break_by_submit_time_then_job_id() -> None:
 
 def test_aging_guard_puts_a_job_that_waited_max_wait_ahead_of_later_jobs() -> None:
     guard = {"max_wait_h": 24, "halflife_h": 6}
-    big = job(1, gpus=64, submitted_h_ago=25)  # 64 GPUs x 100 h, waited 25 h > 24 h guard
+    big = job(1, gpus=64, submitted_h_ago=25)  # 64 GPUs x 5 h, waited 25 h > 24 h guard (> 4 x 5 h)
     small = [job(i, gpus=1, submitted_h_ago=0.5 * i) for i in range(2, 30)]
-    predictions = [predicted(1, 100)] + [predicted(j.job_id, 0.1) for j in small]
+    predictions = [predicted(1, 5)] + [predicted(j.job_id, 0.1) for j in small]
     assert rank_ids("qssf", [big, *small], predictions, **guard)[0] == 1
     assert rank_ids("qssf-noaging", [big, *small], predictions)[-1] == 1
     # Before the guard expires the big job is not yet first, but its score has halved per tick.
@@ -118,13 +119,13 @@ def test_aging_guard_puts_a_job_that_waited_max_wait_ahead_of_later_jobs() -> No
 def test_scores_change_only_at_aging_ticks_and_the_guard() -> None:
     policy = make_policy("qssf", {"halflife_h": 2, "aging_step_h": 1, "max_wait_h": 5.5})
     waiting = job(1, gpus=4, submitted_h_ago=3)
-    p = predicted(1, 5)
+    p = predicted(1, 1)
     within = [NOW + 60 * k for k in range(60)]
     assert {policy.score(waiting, p, t) for t in within} == {policy.score(waiting, p, NOW)}
     assert {policy.changes_at(waiting, p, t) for t in within} == {NOW + HOUR}
     # One halving per 2 h of waiting, in 1 h steps.
     assert policy.score(waiting, p, NOW + HOUR) == pytest.approx(policy.score(waiting, p, NOW) / 2 ** 0.5)
-    assert policy.score(waiting, p, NOW) == pytest.approx(4 * 5 * HOUR / 2 ** 1.5)
+    assert policy.score(waiting, p, NOW) == pytest.approx(4 * 1 * HOUR / 2 ** 1.5)
     # The guard counts whole ticks too: 5.5 h is reached at the 6th tick, and then nothing changes any more.
     assert policy.score(waiting, p, waiting.submit_time + 5.5 * HOUR) > 0
     assert policy.score(waiting, p, waiting.submit_time + 6 * HOUR) == 0.0
@@ -226,6 +227,32 @@ def test_a_long_backlog_stretches_the_guard_and_the_half_life() -> None:
     assert make_policy("qssf").patience_s(130 * HOUR) == 130 * HOUR
     assert make_policy("qssf", {"max_wait_h": 48, "backlog_factor": 0}).score(waiting, p, NOW, 50 * HOUR) == 0.0
     assert make_policy("qssf-noaging").score(waiting, p, NOW, 50 * HOUR) == 10 * HOUR
+
+
+def test_a_long_expected_run_stretches_the_guard_and_the_half_life() -> None:
+    policy = make_policy("qssf", {"max_wait_h": 24, "halflife_h": 6, "slowdown_factor": 4})
+    p = predicted(1, 10)
+    waiting = job(1, submitted_h_ago=30)
+    # 4 x 10 h expected run: a 40 h guard instead of 24 h, halving every 6 h x 40 / 24 = 10 h.
+    assert policy.patience_s(0.0, 10 * HOUR) == 40 * HOUR
+    assert policy.score(waiting, p, NOW) == pytest.approx(10 * HOUR * 2 ** -3)
+    assert policy.changes_at(waiting, p, NOW) == NOW + HOUR
+    assert policy.score(waiting, p, waiting.submit_time + 39 * HOUR) > 0
+    assert policy.score(waiting, p, waiting.submit_time + 40 * HOUR) == 0.0
+    assert policy.changes_at(waiting, p, waiting.submit_time + 40 * HOUR) == math.inf
+    reason = policy.explain(waiting, p, NOW)
+    assert "waiting 30 h of 40 h guard (4 x 10.0 h expected run), score halved 3x -> 1.25 GPU-h" in reason
+    # A 1 h run keeps the 24 h guard; a longer backlog guard wins and is named; 0 turns it off.
+    assert policy.score(job(2, submitted_h_ago=30), predicted(2, 1), NOW) == 0.0
+    backlogged = make_policy("qssf", {"max_wait_h": 24, "halflife_h": 6}).explain(waiting, p, NOW, 50 * HOUR)
+    assert "waiting 30 h of 50 h guard (1 x 50 h backlog at arrival)" in backlogged
+    assert make_policy("qssf", {"max_wait_h": 24, "slowdown_factor": 0}).score(waiting, p, NOW) == 0.0
+    assert make_policy("qssf-noaging").patience_s(0.0, 10 * HOUR) == math.inf
+    # Without a time limit nothing caps the expected run (a wide spread could make it weeks):
+    # the run time does not stretch that job's guard.
+    unlimited = job(3, submitted_h_ago=30, limit_s=None)
+    assert policy.score(unlimited, predicted(3, 10), NOW) == 0.0
+    assert "24 h guard reached" in policy.explain(unlimited, predicted(3, 10), NOW)
 
 
 def test_backlog_waits_count_the_work_queued_before_each_arrival() -> None:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.compose
+pytestmark = [pytest.mark.compose, pytest.mark.restarts_controller]
 
 
 def _started_at(compose, container: str) -> str:

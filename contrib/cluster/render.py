@@ -144,7 +144,7 @@ def render(spec: dict, mode: str, state: Path, port_base: int, job_submit_lua: b
     ]
     if mode == "host":
         dbd += [f"DbdPort={port_base + 1}", f"AuthInfo=socket={state / 'munge' / 'munge.socket.2'}",
-                f"StorageHost=127.0.0.1", f"StoragePort={port_base + 2}", "StorageLoc=slurm_acct_db",
+                "StorageHost=127.0.0.1", f"StoragePort={port_base + 2}", "StorageLoc=slurm_acct_db",
                 f"PidFile={state / 'run' / 'slurmdbd.pid'}", f"LogFile={state / 'log' / 'slurmdbd.log'}"]
     else:
         dbd += ["StorageHost=mariadb", "StoragePort=3306", "StorageLoc=slurm_acct_db",

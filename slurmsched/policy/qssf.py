@@ -178,7 +178,11 @@ class QssfPolicy(ScoringPolicy):
 
     def service(self, job: JobRecord, prediction: Prediction | None) -> float:
         """Predicted duration x GPUs (or CPU GPU-equivalents), in GPU-seconds."""
-        return self.duration(job, prediction) * gpu_equivalents(job, self.args.cpu_gpu_weight)
+        return self._service(job, self.duration(job, prediction))
+
+    def _service(self, job: JobRecord, duration_s: float) -> float:
+        """:meth:`service` for a run time already computed with :meth:`duration`."""
+        return duration_s * gpu_equivalents(job, self.args.cpu_gpu_weight)
 
     def duration(self, job: JobRecord, prediction: Prediction | None) -> float:
         """The run time the service counts: expected (``estimate = "mean"``) or the point estimate."""
@@ -192,7 +196,7 @@ class QssfPolicy(ScoringPolicy):
     def score(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """Service halved once per (stretched) half-life waited; 0 once the guard expired."""
         duration = self.duration(job, prediction)
-        service = duration * gpu_equivalents(job, self.args.cpu_gpu_weight)
+        service = self._service(job, duration)
         if self.guard_s is None:
             return service
         ticks, patience = self._ticks(job, now), self._patience(job, backlog_s, duration)
@@ -228,7 +232,7 @@ class QssfPolicy(ScoringPolicy):
                       f" {_span(prediction.low_s)} to {_span(prediction.high_s)})")
         else:
             stated = f"predicted {_span(duration)}"
-        service = self.service(job, prediction)
+        service = self._service(job, duration)
         amount = _gpu_time(service, 1)
         text = f"{stated} x {_size_text(job, self.args.cpu_gpu_weight)} = {amount} ({source})"
         if self.guard_s is None:

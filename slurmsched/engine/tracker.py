@@ -96,7 +96,8 @@ class QueueTracker:
         self.predictor = predictor
         self.jobs: dict[int, Tracked] = {}
         self._order: list[tuple[float, float, int]] = []
-        self._due: list[tuple[float, int]] = []
+        self._due: dict[float, list[int]] = {}  # due time -> ids (some since rescored to another time)
+        self._due_times: list[float] = []  # heap of the keys of _due
         self._by_user: dict[str, set[int]] = {}
         self._by_name: dict[str, set[int]] = {}
         self._version: str | None = None
@@ -200,12 +201,13 @@ class QueueTracker:
     def _expired(self, now: float) -> set[int]:
         """Ids of tracked jobs whose score the policy said would change by ``now``."""
         expired: set[int] = set()
-        due_heap, table = self._due, self.jobs
-        while due_heap and due_heap[0][0] <= now:
-            due, job_id = heapq.heappop(due_heap)
-            tracked = table.get(job_id)
-            if tracked is not None and tracked.due == due:
-                expired.add(job_id)
+        times, table = self._due_times, self.jobs
+        while times and times[0] <= now:
+            due = heapq.heappop(times)
+            for job_id in self._due.pop(due):
+                tracked = table.get(job_id)
+                if tracked is not None and tracked.due == due:
+                    expired.add(job_id)
         return expired
 
     def _predict(self, jobs: list[JobRecord], version: str, nodes: Sequence[NodeRecord]) -> list[Tracked]:
@@ -271,12 +273,20 @@ class QueueTracker:
             tracked.order = sort_key(tracked.job, tracked.score)
             tracked.due = changes_at(tracked.job, tracked.prediction, now, tracked.backlog_s)
             if tracked.due < math.inf:
-                heapq.heappush(self._due, (tracked.due, tracked.job.job_id))
+                self._due_at(tracked.due).append(tracked.job.job_id)
             self.unsettled.add(tracked.job.job_id)
             if not rebuild:
                 insort(self._order, tracked.order)
         if rebuild:
             self._order = sorted(t.order for t in self.jobs.values() if t.order is not None)
+
+    def _due_at(self, due: float) -> list[int]:
+        """The ids due at ``due`` (policies give many jobs the same instant, e.g. an aging tick)."""
+        ids = self._due.get(due)
+        if ids is None:
+            ids = self._due[due] = []
+            heapq.heappush(self._due_times, due)
+        return ids
 
     def _drop(self, tracked: Tracked) -> None:
         self._queued -= tracked.work

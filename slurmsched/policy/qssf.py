@@ -47,7 +47,11 @@ CTC-SP2 153% -> 189% (worst wait 1.37x), HPC2N 50% -> 74% (1.08x; 65% and 1.00x 
 Waiting time is counted in whole ``aging_step_h`` ticks of the wall clock
 (``floor(now / step) - floor(submit / step)``), the same instants for every job:
 between two ticks no score changes, so an unchanged queue needs no SiteFactor update.
-Reordering therefore delays no job beyond its patience plus ``aging_step_h``.
+Reordering therefore delays no job beyond its patience plus ``aging_step_h``. The
+default step, 3 h, is a quarter of the shortest half-life, so one tick moves a score by
+at most the planner's default hysteresis (a quarter of a SiteFactor level); against a
+1 h step it does a third of the rescoring and SiteFactor updates, and the queues it gave
+were no worse (``docs/simulator.md``).
 
 Ties are broken by submit time, then job id, so the order is deterministic.
 """
@@ -81,7 +85,8 @@ class QssfArgs:
             (:meth:`QssfPolicy.duration`, capped at the time limit; jobs without a time
             limit are not stretched), and its half-life stretches by the same ratio; 0
             turns it off.
-        aging_step_h: waiting is counted in whole clock ticks of this length.
+        aging_step_h: waiting is counted in whole clock ticks of this length (a job's
+            score changes once per tick).
         cpu_gpu_weight: GPUs one CPU counts as, for CPU-only jobs.
         estimate: ``"mean"`` (expected run time from the predicted spread) or
             ``"median"`` (the predictor's point estimate).
@@ -89,7 +94,7 @@ class QssfArgs:
 
     max_wait_h: float = 96.0
     halflife_h: float = 12.0
-    aging_step_h: float = 1.0
+    aging_step_h: float = 3.0
     cpu_gpu_weight: float = 0.125
     estimate: str = "mean"
     backlog_factor: float = 1.0

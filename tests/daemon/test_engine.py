@@ -29,7 +29,8 @@ from slurmsched.store.memory import MemoryJobRepository
 HOUR = 3600.0
 START = 1_800_000_000.0  # a whole number of hours
 WEIGHTS = SchedulerConfig(weight_age=1000, priority_max_age_s=7 * 86400)
-POLICY_ARGS = {"max_wait_h": 12, "halflife_h": 2, "slowdown_factor": 0}  # a fixed 12 h guard, whatever the run time
+POLICY_ARGS = {"max_wait_h": 12, "halflife_h": 2, "aging_step_h": 1,  # hourly ticks; a fixed 12 h guard,
+               "slowdown_factor": 0}  # whatever the run time
 
 
 class World:

@@ -190,18 +190,18 @@ def test_every_change_is_revertible() -> None:
 
 def test_guaranteed_wait_bound() -> None:
     bound = guaranteed_wait_bound(Config(), WEIGHTS)
-    assert bound.seconds == 97 * HOUR + 60.0
+    assert bound.seconds == 99 * HOUR + 60.0
     assert "no later job overtakes it" in bound.explanation
     assert ("after max_wait_h=96 h or 1 x its backlog wait or 4 x its expected run time (at most its time limit)"
             " if longer"
-            " (+ aging_step_h=1 h") in bound.explanation
+            " (+ aging_step_h=3 h") in bound.explanation
     fixed = dataclasses.replace(Config(), policy=PolicySection(qssf={"backlog_factor": 0, "slowdown_factor": 0}))
-    assert "after max_wait_h=96 h (+ aging_step_h=1 h" in guaranteed_wait_bound(fixed, WEIGHTS).explanation
+    assert "after max_wait_h=96 h (+ aging_step_h=3 h" in guaranteed_wait_bound(fixed, WEIGHTS).explanation
     blend = guaranteed_wait_bound(config(mode="blend"), WEIGHTS)
     assert blend.seconds is None and "fair-share" in blend.explanation
     # Blend still bounds when the level step beats every non-age weight.
     age_only = SchedulerConfig(weight_age=100000, weight_fairshare=10)
-    assert guaranteed_wait_bound(config(mode="blend"), age_only).seconds == 97 * HOUR + 60.0
+    assert guaranteed_wait_bound(config(mode="blend"), age_only).seconds == 99 * HOUR + 60.0
     noaging = dataclasses.replace(Config(), policy=dataclasses.replace(Config().policy, name="qssf-noaging"))
     assert guaranteed_wait_bound(noaging, WEIGHTS).seconds is None
     fifo = dataclasses.replace(Config(), policy=dataclasses.replace(Config().policy, name="fifo"))

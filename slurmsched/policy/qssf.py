@@ -38,11 +38,11 @@ little from jumping the queue after four days, while letting it jump holds the c
 for every short job behind it; a bounded slowdown (waiting at most ``slowdown_factor`` run
 times) is the fairness a long job can expect.
 
-Measured with the defaults against the previous ones (48 h guard, 6 h half-life, no
-stretch; ``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 92% of the
-FIFO -> oracle-SJF gain (worst wait 1.07x -> 3.7x FIFO's), ITP01-07 5-73% -> 16-80%,
-CTC-SP2 153% -> 189% (worst wait 1.37x), HPC2N 50% -> 74% (1.08x; 65% and 1.00x without
-``slowdown_factor``).
+Measured with the defaults against the first ones (48 h guard, 6 h half-life, no
+stretch; ``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 93% of the
+FIFO -> oracle-SJF gain (worst wait 1.07x -> 3.4x FIFO's), ITP01-07 5-73% -> 17-77%,
+CTC-SP2 153% -> 146% (worst wait 1.00x -> 1.47x), HPC2N 50% -> 78% (1.09x; 65% and 1.00x
+without ``slowdown_factor``).
 
 Waiting time is counted in whole ``aging_step_h`` ticks of the wall clock
 (``floor(now / step) - floor(submit / step)``), the same instants for every job:

@@ -7,3 +7,6 @@ code that talks to Slurm), ``store`` (SQL history), ``predict`` (duration models
 """
 
 __version__ = "0.1.0"
+
+#: How slurmsched's commands (and the simulator's worker processes) format log lines.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

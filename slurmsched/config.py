@@ -253,6 +253,8 @@ class SimSection:
         target_load: offered load the cluster is sized for when neither the trace nor
             the command line gives its size.
         gpus_per_node: GPUs per node of a cluster sized from ``--gpus`` or the load.
+        workers: policies simulated at once, each in a process of its own (each holds
+            its own copy of the workload; 1 runs them one after another in-process).
     """
 
     weight_age: int = 10000
@@ -263,13 +265,14 @@ class SimSection:
     bf_max_job_test: int = 500
     target_load: float = 0.83
     gpus_per_node: int = 8
+    workers: int = 1
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
         for key in ("weight_age", "weight_fairshare", "weight_job_size", "multifactor_weight_job_size"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{prefix}.{key} must be >= 0 (got {getattr(self, key)})")
-        for key in ("priority_max_age_s", "bf_max_job_test", "gpus_per_node"):
+        for key in ("priority_max_age_s", "bf_max_job_test", "gpus_per_node", "workers"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{prefix}.{key} must be >= 1 (got {getattr(self, key)})")
         if not 0 < self.target_load <= 1.5:

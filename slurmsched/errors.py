@@ -49,3 +49,7 @@ class SchemaOutOfDate(StoreError):
 
 class TraceFormatError(SlurmschedError):
     """A trace file cannot be read at all (unknown format, unreadable file)."""
+
+
+class SimulationError(SlurmschedError):
+    """A simulation could not finish (one of its worker processes died)."""

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from slurmsched import __version__
+from slurmsched import LOG_FORMAT, __version__
 from slurmsched.config import Config, load_config
 from slurmsched.errors import SlurmschedError
 
@@ -36,8 +36,7 @@ class _Group(click.Group):
 @click.pass_context
 def main(ctx: click.Context, config_path: str | None, verbose: int) -> None:
     """slurmsched: shorter GPU queues by nudging Slurm's own scheduler."""
-    logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2), format=LOG_FORMAT)
     ctx.obj = _LazyConfig(config_path)
 
 

@@ -34,13 +34,15 @@ from slurmsched.traces import FORMATS
               help="Replay only the first N jobs by submit time.")
 @click.option("--interval", "interval_s", type=click.FloatRange(0, min_open=True), default=None,
               help="The daemon's cycle interval in simulated seconds (default daemon.interval_s).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Policies to simulate at once, one process each (default sim.workers).")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"jobs\": N, \"policies\": {...}} only.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on stderr.")
 @click.pass_context
 def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
              policy_names: str, out_dir: str | None, gpus: int | None, nodes: int | None,
              gpus_per_node: int | None, target_load: float | None, limit: int | None, interval_s: float | None,
-             as_json: bool, progress: bool) -> None:
+             workers: int | None, as_json: bool, progress: bool) -> None:
     """Simulate the queue under each policy and compare avg JCT, waits, slowdown and utilisation.
 
     The simulated Slurm runs the same engine, policies, planner and predictor as the
@@ -58,7 +60,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         raise ConfigError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
     if gpus is not None and nodes is not None:
         raise ConfigError("give --gpus or --nodes, not both")
-    config = get_config(ctx).with_overrides("sim", target_load=target_load)
+    config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers)
     config = config.with_overrides("daemon", interval_s=interval_s)
     policies = parse_policies(policy_names)
     if trace is not None:

@@ -113,7 +113,7 @@ def _to_sim_job(job: TraceJob, slurm: SimulatedSlurm) -> SimJob | None:
 
 def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerConfig,
              engine_factory: EngineFactory | None = None, settings: SimSettings = SimSettings(),
-             *, label: str = "") -> SimResult:
+             *, label: str = "", position: int | None = None) -> SimResult:
     """Replay ``jobs`` (in submit order) on a simulated cluster.
 
     Args:
@@ -124,6 +124,7 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
             runs Slurm alone (its own multifactor order).
         settings: interval, backfill depth, progress bar.
         label: progress bar label.
+        position: the progress bar's line (one per process when several run at once).
     """
     started_wall = time.perf_counter()
     clock = SimClock(jobs[0].record.submit_time if jobs else 0.0)
@@ -142,7 +143,7 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
     cycles = 0
     engine_s = 0.0
     bar = tqdm(total=len(sim_jobs), desc=label or "simulating", unit=" jobs", disable=not settings.progress,
-               mininterval=0.5, leave=False)
+               mininterval=0.5, leave=False, position=position)
 
     def started(batch: list[SimJob]) -> None:
         for job in batch:

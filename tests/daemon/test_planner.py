@@ -217,6 +217,7 @@ def test_guaranteed_wait_bound() -> None:
     ("[planner]\nhysteresis_levels = 1.5\n", r"planner\.hysteresis_levels must be >= 0 and < 1"),
     ("[planner]\nmax_service_gpu_h = 0.01\n", r"planner\.max_service_gpu_h must be > min_service_gpu_h"),
     ("[constraints]\nswitch_wait_s = -1\n", r"constraints\.switch_wait_s must be >= 0"),
+    ("[sim]\nworkers = 0\n", r"sim\.workers must be >= 1"),
     ('[constraints]\ngpu_equivalence = [["a100"]]\n', r"constraints\.gpu_equivalence\[0\] must name at least two"),
     ('[constraints]\ngpu_equivalence = [["a100", "h100"], ["h100", "l40"]]\n', r"'h100' is in two classes"),
 ])

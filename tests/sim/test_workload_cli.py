@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from slurmsched.cli import main
-from slurmsched.errors import ConfigError, TraceFormatError
+from slurmsched.config import Config
+from slurmsched.errors import ConfigError, SimulationError, TraceFormatError
+from slurmsched.sim.cluster import ClusterSpec
+from slurmsched.sim.experiment import _Inputs, _run_all
+from slurmsched.sim.policies import parse_policies
 from slurmsched.model import JobRecord, JobState
 from slurmsched.sim.metrics import compute_metrics, gain_share, wait_by_size
-from slurmsched.sim.runner import JobOutcome
+from slurmsched.sim.runner import JobOutcome, SimSettings
 from slurmsched.sim.sizing import SizeRequest, helios_pools, offered_load, size_cluster
 from slurmsched.sim.workload import load_trace, workload_from_records
 
@@ -98,12 +104,42 @@ def test_simulate_command_prints_json_and_writes_the_report(tmp_path: Path) -> N
     assert table.exit_code == 0 and "avg JCT" in table.output and "fifo" in table.output
 
 
+def test_policies_simulated_side_by_side_give_the_same_results(tmp_path: Path) -> None:
+    # over 200 jobs with users and limits: qssf's predictor fits its trees, as it would in-process
+    jobs = [(i, i * 20, [40, 900, 60, 3000, 300][i % 5], [1, 2, 8, 4][i % 4], 4000, i % 7) for i in range(1, 601)]
+    swf = write_swf(tmp_path / "small.swf", jobs, max_procs=8)
+    args = ["simulate", "--trace", str(swf), "--format", "swf", "--policy", "fifo,qssf,sjf", "--json",
+            "--no-progress", "--workers"]
+    serial = CliRunner().invoke(main, [*args, "1"], env={"SLURMSCHED_CONFIG": None})
+    parallel = CliRunner().invoke(main, [*args, "3"], env={"SLURMSCHED_CONFIG": None})
+    assert serial.exit_code == 0 and parallel.exit_code == 0, serial.output + parallel.output
+    assert list(json.loads(parallel.output)["policies"]) == ["fifo", "qssf", "sjf"]
+    assert json.loads(parallel.output) == json.loads(serial.output)
+    assert json.loads(serial.output)["policies"]["qssf"] != json.loads(serial.output)["policies"]["fifo"]
+
+
+class _KilledInputs(_Inputs):
+    """A comparison whose every run is killed, as the kernel's OOM killer would."""
+
+    __slots__ = ()
+
+    def run(self, policy, position=None):  # noqa: ANN001, ANN201 - overrides _Inputs.run
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_simulation_worker_that_dies_is_a_clear_error() -> None:
+    inputs = _KilledInputs((), ClusterSpec.uniform(1, 8), Config(), {}, SimSettings())
+    with pytest.raises(SimulationError, match="worker process died.*fewer --workers"):
+        _run_all(inputs, parse_policies("fifo,sjf"), workers=2)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--policy", "fifo"], "give either --trace"),
     (["--trace", "x.swf"], "--trace needs --format"),
     (["--trace", "x.swf", "--format", "swf", "--gpus", "4", "--nodes", "2"], "not both"),
     (["--trace", "missing.swf", "--format", "swf"], "cannot read trace"),
     (["--trace", "x.swf", "--format", "swf", "--policy", "lifo"], "unknown policy"),
+    (["--trace", "x.swf", "--format", "swf", "--workers", "0"], "--workers"),
 ])
 def test_simulate_command_refuses_bad_input(args: list[str], message: str, tmp_path: Path) -> None:
     runner = CliRunner()

@@ -9,6 +9,7 @@ import click
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
+from slurmsched.cli.history import Moment
 from slurmsched.errors import ConfigError
 from slurmsched.traces import FORMATS
 
@@ -19,6 +20,11 @@ from slurmsched.traces import FORMATS
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Trace format.")
 @click.option("--from-db", is_flag=True, help="Replay the finished jobs of the history database instead.")
 @DB_OPTION
+@click.option("--cluster", "cluster_name", default=None,
+              help="With --from-db: the cluster to replay (default: the only one in the history).")
+@click.option("--since", type=Moment(), default=None,
+              help="With --from-db: replay jobs submitted since DATE (YYYY-MM-DD[THH:MM] or an age like 30d).")
+@click.option("--until", type=Moment(), default=None, help="With --from-db: replay jobs submitted before DATE.")
 @click.option("--policy", "policy_names", default="fifo,sjf,qssf", show_default=True,
               help="Comma-separated policies: fifo, sjf, qssf, qssf-noaging, qssf-helios, multifactor.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
@@ -40,7 +46,7 @@ from slurmsched.traces import FORMATS
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on stderr.")
 @click.pass_context
 def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
-             policy_names: str, out_dir: str | None, gpus: int | None, nodes: int | None,
+             cluster_name: str | None, since: float | None, until: float | None, policy_names: str, out_dir: str | None, gpus: int | None, nodes: int | None,
              gpus_per_node: int | None, target_load: float | None, limit: int | None, interval_s: float | None,
              workers: int | None, as_json: bool, progress: bool) -> None:
     """Simulate the queue under each policy and compare avg JCT, waits, slowdown and utilisation.
@@ -52,7 +58,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
     from slurmsched.sim.policies import parse_policies
     from slurmsched.sim.report import render_table, summary, write_report
     from slurmsched.sim.sizing import SizeRequest, size_cluster
-    from slurmsched.sim.workload import load_trace, workload_from_records
+    from slurmsched.sim.workload import load_trace, workload_from_history
 
     if from_db == (trace is not None):
         raise ConfigError("give either --trace FILE --format F or --from-db")
@@ -60,6 +66,10 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         raise ConfigError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
     if gpus is not None and nodes is not None:
         raise ConfigError("give --gpus or --nodes, not both")
+    if trace is not None and (cluster_name, since, until) != (None, None, None):
+        raise ConfigError("--cluster, --since and --until choose jobs of --from-db (use --jobs N with a trace)")
+    if since is not None and until is not None and since >= until:
+        raise ConfigError("--since must be before --until")
     config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers)
     config = config.with_overrides("daemon", interval_s=interval_s)
     policies = parse_policies(policy_names)
@@ -70,11 +80,14 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
 
         repository = open_repository(config, url=db_url)
         try:
-            workload = workload_from_records(repository.history(), "history", limit=limit)
+            # a job submitted since `since` ended after it: the database skips the older ones
+            workload = workload_from_history(repository.history(since=since), cluster=cluster_name, since=since, until=until,
+                                             limit=limit)
         finally:
             repository.close()
         if not workload.jobs:
-            raise ConfigError("the history database has no finished job with a run time to replay")
+            raise ConfigError("the history database has no finished job with a run time to replay"
+                              + (" in that time window" if (since, until) != (None, None) else ""))
     request = SizeRequest(target_load=config.sim.target_load, default_gpus_per_node=config.sim.gpus_per_node,
                           gpus=gpus, nodes=nodes, gpus_per_node=gpus_per_node)
     cluster, note = size_cluster(workload, request, path=trace, fmt=fmt)

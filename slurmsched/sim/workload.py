@@ -8,14 +8,15 @@ with GPU jobs, jobs without GPUs are left out (the simulated cluster is a GPU po
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from tqdm import tqdm
 
-from slurmsched.errors import TraceFormatError
+from slurmsched.errors import ConfigError, TraceFormatError
 from slurmsched.model import JobRecord
 from slurmsched.traces import BadLine, iter_trace
 
@@ -135,3 +136,46 @@ def load_trace(path: str | Path, fmt: str, *, limit: int | None = None, progress
     if not workload.jobs:
         raise TraceFormatError(f"{path}: no job with a run time to simulate")
     return workload
+
+
+def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None = None, since: float | None = None,
+                          until: float | None = None, limit: int | None = None) -> Workload:
+    """The site's own finished jobs (one cluster's) as a workload.
+
+    Args:
+        records: finished attempts from the history database.
+        cluster: the cluster to replay; ``None``: the only one the history holds.
+        since, until: replay only jobs submitted in ``[since, until)`` (POSIX seconds);
+            the simulated cluster starts empty at the first of them.
+        limit: keep only the first ``limit`` jobs by submit time.
+
+    A requeued job's attempts each occupied the cluster, so each replays as a job of its
+    own: the first keeps the job id, later ones get fresh ids above the history's largest.
+
+    Raises:
+        ConfigError: ``cluster`` is not in the (non-empty) history, or it holds several and
+            none was named.
+    """
+    clusters = sorted({r.cluster for r in records})
+    if cluster is None and len(clusters) > 1:
+        raise ConfigError(f"the history database holds several clusters ({', '.join(map(repr, clusters))}): "
+                          "name one with --cluster")
+    if cluster is not None and clusters and cluster not in clusters:
+        raise ConfigError(f"the history database has no finished job of cluster {cluster!r} "
+                          f"(it has: {', '.join(map(repr, clusters)) or 'none'})")
+    chosen = [r for r in records if cluster is None or r.cluster == cluster]
+    first_fresh = next_id = max((r.job_id for r in chosen), default=0) + 1
+    chosen.sort(key=lambda r: (r.submit_time, r.job_id))
+    seen: set[int] = set()
+    replayed: list[JobRecord] = []
+    for record in chosen:
+        if record.job_id in seen:
+            record = dataclasses.replace(record, job_id=next_id)
+            next_id += 1
+        seen.add(record.job_id)
+        if (since is None or record.submit_time >= since) and (until is None or record.submit_time < until):
+            replayed.append(record)
+    if next_id > first_fresh:
+        log.info("%d later attempts of requeued jobs replay as jobs of their own (ids from %d)",
+                 next_id - first_fresh, first_fresh)
+    return workload_from_records(replayed, "history" if cluster is None else f"history of {cluster}", limit=limit)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -158,13 +160,33 @@ def test_simulate_replays_the_history_database(tmp_path: Path) -> None:
     repo.upgrade()
     jobs = generate_workload(WorkloadSpec(jobs=80, mean_interarrival_s=60.0, gpu_nodes=(("a100", 8, 2),)),
                              start=1_700_000_000.0)
-    repo.ingest_finished(jobs)
+    jobs = [dataclasses.replace(job, cluster="gpu") for job in jobs]
+    first = jobs[5]  # requeued: its second attempt is submitted again when the first ends
+    again = dataclasses.replace(first, submit_time=first.end_time + 10, start_time=first.end_time + 20,
+                                end_time=first.end_time + 500, restart_count=1)
+    repo.ingest_finished([*jobs, again, dataclasses.replace(jobs[7], cluster="cpu")])
     repo.close()
-    result = CliRunner().invoke(main, ["simulate", "--from-db", "--db", url, "--policy", "fifo,sjf", "--gpus", "16",
-                                       "--json", "--no-progress"], env={"SLURMSCHED_CONFIG": None})
+
+    def simulate(*args: str):  # noqa: ANN202
+        return CliRunner().invoke(main, ["simulate", "--from-db", "--db", url, "--policy", "fifo,sjf", "--gpus", "16",
+                                         "--json", "--no-progress", *args], env={"SLURMSCHED_CONFIG": None})
+
+    several = simulate()
+    assert several.exit_code == 2 and "several clusters ('cpu', 'gpu'): name one with --cluster" in several.output
+    result = simulate("--cluster", "gpu")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output.strip().splitlines()[-1])
-    assert summary["jobs"] == 80 and set(summary["policies"]) == {"fifo", "sjf"}
+    assert summary["jobs"] == 81 and set(summary["policies"]) == {"fifo", "sjf"}  # both attempts replayed
+    middle = jobs[40].submit_time
+    since, until = (datetime.fromtimestamp(t).isoformat() for t in (jobs[20].submit_time, middle))  # local time
+    window = simulate("--cluster", "gpu", "--since", since, "--until", until)
+    assert window.exit_code == 0, window.output
+    in_window = sum(jobs[20].submit_time <= j.submit_time < middle for j in [*jobs, again])
+    assert json.loads(window.output)["jobs"] == in_window
+    unknown = simulate("--cluster", "tpu")
+    assert unknown.exit_code == 2 and "no finished job of cluster 'tpu'" in unknown.output
+    late = simulate("--cluster", "gpu", "--since", "2099-01-01")
+    assert late.exit_code == 2 and "in that time window" in late.output
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     repo = SqlJobRepository.from_url(empty)
     repo.upgrade()

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
 from slurmsched.cli.history import Moment
+from slurmsched.config import Config
 from slurmsched.errors import ConfigError
 from slurmsched.traces import FORMATS
+
+if TYPE_CHECKING:
+    from slurmsched.sim.cluster import ClusterSpec
 
 
 @click.command("simulate")
@@ -33,6 +38,8 @@ from slurmsched.traces import FORMATS
 @click.option("--nodes", type=click.IntRange(min=1), default=None, help="Simulated cluster size in nodes.")
 @click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
               help="GPUs per simulated node (default: the trace's, else sim.gpus_per_node).")
+@click.option("--nodes-from-slurm", is_flag=True,
+              help="Simulate the GPU nodes and partitions slurmctld reports now (the live cluster's twin).")
 @click.option("--target-load", type=click.FloatRange(0, 1.5, min_open=True), default=None,
               help="Offered load to size the cluster for when neither the trace nor --gpus/--nodes give it "
                    "(default sim.target_load).")
@@ -47,7 +54,7 @@ from slurmsched.traces import FORMATS
 @click.pass_context
 def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
              cluster_name: str | None, since: float | None, until: float | None, policy_names: str, out_dir: str | None, gpus: int | None, nodes: int | None,
-             gpus_per_node: int | None, target_load: float | None, limit: int | None, interval_s: float | None,
+             gpus_per_node: int | None, nodes_from_slurm: bool, target_load: float | None, limit: int | None, interval_s: float | None,
              workers: int | None, as_json: bool, progress: bool) -> None:
     """Simulate the queue under each policy and compare avg JCT, waits, slowdown and utilisation.
 
@@ -66,6 +73,8 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         raise ConfigError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
     if gpus is not None and nodes is not None:
         raise ConfigError("give --gpus or --nodes, not both")
+    if nodes_from_slurm and (gpus, nodes, gpus_per_node) != (None, None, None):
+        raise ConfigError("give --nodes-from-slurm or --gpus/--nodes/--gpus-per-node, not both")
     if trace is not None and (cluster_name, since, until) != (None, None, None):
         raise ConfigError("--cluster, --since and --until choose jobs of --from-db (use --jobs N with a trace)")
     if since is not None and until is not None and since >= until:
@@ -89,7 +98,8 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
             raise ConfigError("the history database has no finished job with a run time to replay"
                               + (" in that time window" if (since, until) != (None, None) else ""))
     request = SizeRequest(target_load=config.sim.target_load, default_gpus_per_node=config.sim.gpus_per_node,
-                          gpus=gpus, nodes=nodes, gpus_per_node=gpus_per_node)
+                          gpus=gpus, nodes=nodes, gpus_per_node=gpus_per_node,
+                          live=_live_cluster(config) if nodes_from_slurm else None)
     cluster, note = size_cluster(workload, request, path=trace, fmt=fmt)
     comparison = compare(workload, cluster, note, policies, config, progress=progress)
     if as_json:
@@ -100,6 +110,19 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         written = write_report(comparison, Path(out_dir))
         if not as_json:
             click.echo("wrote " + ", ".join(str(p) for p in written))
+
+
+def _live_cluster(config: Config) -> ClusterSpec:
+    """The twin of the cluster slurmctld describes now (one snapshot: ``squeue``, ``sinfo`` ...).
+
+    Raises:
+        SlurmError: Slurm cannot be reached; ConfigError: it has no GPU node.
+    """
+    from slurmsched.gateway.factory import make_gateway
+    from slurmsched.sim.cluster import cluster_from_nodes
+
+    snapshot = make_gateway(config).snapshot()
+    return cluster_from_nodes(snapshot.cluster, snapshot.nodes)
 
 
 COMMANDS = [simulate]

@@ -2,6 +2,8 @@
 
 In order of precedence:
 
+0. ``--nodes-from-slurm``: the GPU nodes and partitions slurmctld reports now (the
+   live cluster's twin, :func:`~slurmsched.sim.cluster.cluster_from_nodes`).
 1. ``--nodes N --gpus-per-node G``: N identical nodes.
 2. ``--gpus N``: ``ceil(N / G)`` nodes of G GPUs (G: ``--gpus-per-node``, else the
    trace's processors per node for SWF, else ``sim.gpus_per_node``, 8).
@@ -42,6 +44,7 @@ class SizeRequest:
             (``None``: take it from the trace).
         target_load: offered load to size for when nothing else gives the size.
         default_gpus_per_node: GPUs per node when neither the option nor the trace says.
+        live: the live cluster's twin (``--nodes-from-slurm``), used as it is.
     """
 
     target_load: float
@@ -49,6 +52,7 @@ class SizeRequest:
     gpus: int | None = None
     nodes: int | None = None
     gpus_per_node: int | None = None
+    live: ClusterSpec | None = None
 
 
 def helios_pools(path: str | Path) -> dict[str, tuple[int, int]] | None:
@@ -85,7 +89,9 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
     """
     header = read_swf_header(path) if fmt == "swf" and path is not None else None
     per_node = request.gpus_per_node or (header.procs_per_node if header else request.default_gpus_per_node)
-    if request.nodes is not None:
+    if request.live is not None:
+        spec, note = request.live, f"the nodes slurmctld of {request.live.name!r} reports"
+    elif request.nodes is not None:
         spec, note = ClusterSpec.uniform(request.nodes, per_node), "given"
     elif request.gpus is not None:
         spec, note = ClusterSpec.uniform(math.ceil(request.gpus / per_node), per_node), "given"

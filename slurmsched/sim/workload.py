@@ -178,4 +178,4 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
     if next_id > first_fresh:
         log.info("%d later attempts of requeued jobs replay as jobs of their own (ids from %d)",
                  next_id - first_fresh, first_fresh)
-    return workload_from_records(replayed, "history" if cluster is None else f"history of {cluster}", limit=limit)
+    return workload_from_records(replayed, f"history of {cluster}" if cluster else "history", limit=limit)

@@ -1,0 +1,28 @@
+"""``slurmsched simulate --from-db --nodes-from-slurm`` on the dev cluster: the site's own
+history replayed on the twin of the nodes slurmctld reports."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+
+def test_history_replays_on_the_live_clusters_nodes(daemon_env, tmp_path) -> None:
+    daemon_env.seed_history("train", [600.0, 620.0, 580.0, 640.0] * 10, gpus=4)
+    daemon_env.seed_history("eval", [60.0, 65.0, 70.0] * 10, gpus=1)
+    gpus: dict[str, int] = {}  # node -> GPUs, from sinfo's GRES column (a node shows once per partition)
+    for line in daemon_env.cluster.run("sinfo", "-h", "-N", "-o", "%N|%G").stdout.split():
+        node, gres = line.split("|")
+        gpus[node] = sum(int(n) for n in re.findall(r"gpu:(?:[^:,(]+:)?(\d+)", gres))
+    out = tmp_path / "out"
+    result = daemon_env.cli("simulate", "--from-db", "--nodes-from-slurm", "--policy", "fifo,qssf", "--json",
+                            "--no-progress", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["jobs"] == 70
+    cluster = json.loads((out / "results.json").read_text())["cluster"]
+    assert (cluster["nodes"], cluster["gpus"]) == (len(gpus), sum(gpus.values())) and cluster["gpus"] > 0
+    assert "slurmctld" in cluster["size_from"]

@@ -53,3 +53,7 @@ class TraceFormatError(SlurmschedError):
 
 class SimulationError(SlurmschedError):
     """A simulation could not finish (one of its worker processes died)."""
+
+
+class OutputError(SlurmschedError):
+    """A report, table or plot cannot be written (no such directory, not writable, disk full)."""

@@ -14,6 +14,7 @@ import click
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
+from slurmsched.cli.output import output_file, writing
 from slurmsched.traces import FORMATS
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def _restore(repo, name: str) -> tuple["StagedPredictor", str]:  # noqa: ANN001 
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Trace format.")
 @click.option("--from-db", is_flag=True, help="Evaluate on the history database instead of a trace.")
 @DB_OPTION
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG of the error distributions here.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"jobs": N, "predictors": {name: metrics}} instead of the table.')
@@ -142,10 +143,12 @@ def evaluate_cmd(ctx: click.Context, trace: str | None, fmt: str | None, from_db
         raise click.UsageError("give either --trace FILE --format FORMAT or --from-db")
     if trace is not None and fmt is None:
         raise click.UsageError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
+    plot = output_file(plot_path, "--plot") if plot_path else None
     jobs = _load_jobs(ctx, trace, fmt, db_url)
     result = _run(jobs)
-    if plot_path:
-        _plot(result, plot_path)
+    if plot is not None:
+        with writing(plot, "--plot"):
+            _plot(result, plot_path)
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return

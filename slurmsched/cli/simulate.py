@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -11,6 +10,7 @@ import click
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
 from slurmsched.cli.history import Moment
+from slurmsched.cli.output import output_dir, writing
 from slurmsched.config import Config
 from slurmsched.errors import ConfigError
 from slurmsched.traces import FORMATS
@@ -79,6 +79,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         raise ConfigError("--cluster, --since and --until choose jobs of --from-db (use --jobs N with a trace)")
     if since is not None and until is not None and since >= until:
         raise ConfigError("--since must be before --until")
+    out = output_dir(out_dir, "--out") if out_dir is not None else None
     config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers)
     config = config.with_overrides("daemon", interval_s=interval_s)
     policies = parse_policies(policy_names)
@@ -106,8 +107,9 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         click.echo(json.dumps(summary(comparison)))
     else:
         click.echo(render_table(comparison))
-    if out_dir is not None:
-        written = write_report(comparison, Path(out_dir))
+    if out is not None:
+        with writing(out, "--out"):
+            written = write_report(comparison, out)
         if not as_json:
             click.echo("wrote " + ", ".join(str(p) for p in written))
 

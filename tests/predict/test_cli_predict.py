@@ -73,6 +73,12 @@ def test_evaluate_usage_errors(tmp_path: Path) -> None:
     assert "--trace needs --format" in _invoke("predict", "evaluate", "--trace", "x").output
     missing = _invoke("predict", "evaluate", "--trace", str(tmp_path / "none.swf"), "--format", "swf")
     assert missing.exit_code == 2 and "error: cannot read trace" in missing.stderr
+    trace = tmp_path / "t.swf"
+    _swf(trace, 10)
+    nowhere = _invoke("predict", "evaluate", "--trace", str(trace), "--format", "swf",
+                      "--plot", str(tmp_path / "no" / "plot.png"))
+    assert nowhere.exit_code == 2 and "--plot" in nowhere.stderr and "no such directory" in nowhere.stderr
+    assert "Traceback" not in nowhere.output
 
 
 @pytest.mark.slurm

@@ -144,6 +144,7 @@ def test_a_simulation_worker_that_dies_is_a_clear_error() -> None:
     (["--trace", "x.swf", "--format", "swf", "--workers", "0"], "--workers"),
     (["--trace", "x.swf", "--format", "swf", "--nodes-from-slurm", "--gpus", "4"], "not both"),
     (["--trace", "x.swf", "--format", "swf", "--since", "30d"], "choose jobs of --from-db"),
+    (["--trace", "x.swf", "--format", "swf", "--out", "x.swf/report"], "--out x.swf/report: cannot write"),
 ])
 def test_simulate_command_refuses_bad_input(args: list[str], message: str, tmp_path: Path) -> None:
     runner = CliRunner()

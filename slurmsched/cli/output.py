@@ -1,0 +1,49 @@
+"""Where a command writes its report or plot: checked before the work starts, so a long
+simulation or evaluation cannot end in a failed write."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from slurmsched.errors import OutputError
+
+
+def output_dir(path: str, option: str) -> Path:
+    """Create the directory ``path`` (with its parents) now.
+
+    Raises:
+        OutputError: it cannot be created or written, naming ``option``.
+    """
+    out = Path(path)
+    with writing(out, option):
+        out.mkdir(parents=True, exist_ok=True)
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {path}: the directory is not writable")
+    return out
+
+
+def output_file(path: str, option: str) -> Path:
+    """Check that the file ``path`` can be written: its directory exists and is writable.
+
+    Raises:
+        OutputError: naming ``option``.
+    """
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise OutputError(f"{option} {path}: no such directory {str(parent)!r}")
+    if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise OutputError(f"{option} {path}: not writable")
+    return out
+
+
+@contextmanager
+def writing(path: Path, option: str) -> Iterator[None]:
+    """Turn a failed write under ``path`` into an :class:`OutputError` naming ``option``."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"{option} {path}: cannot write ({exc.strerror or exc})") from None

@@ -53,8 +53,9 @@ if TYPE_CHECKING:
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on stderr.")
 @click.pass_context
 def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
-             cluster_name: str | None, since: float | None, until: float | None, policy_names: str, out_dir: str | None, gpus: int | None, nodes: int | None,
-             gpus_per_node: int | None, nodes_from_slurm: bool, target_load: float | None, limit: int | None, interval_s: float | None,
+             cluster_name: str | None, since: float | None, until: float | None, policy_names: str,
+             out_dir: str | None, gpus: int | None, nodes: int | None, gpus_per_node: int | None,
+             nodes_from_slurm: bool, target_load: float | None, limit: int | None, interval_s: float | None,
              workers: int | None, as_json: bool, progress: bool) -> None:
     """Simulate the queue under each policy and compare avg JCT, waits, slowdown and utilisation.
 
@@ -91,8 +92,8 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         repository = open_repository(config, url=db_url)
         try:
             # a job submitted since `since` ended after it: the database skips the older ones
-            workload = workload_from_history(repository.history(since=since), cluster=cluster_name, since=since, until=until,
-                                             limit=limit)
+            workload = workload_from_history(repository.history(since=since), cluster=cluster_name, since=since,
+                                             until=until, limit=limit)
         finally:
             repository.close()
         if not workload.jobs:

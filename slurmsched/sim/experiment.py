@@ -120,13 +120,19 @@ def _run_all(inputs: _Inputs, policies: Sequence[SimPolicy], workers: int) -> li
     too: their runs end, the runs not started are cancelled, and the command stops.
 
     Raises:
-        SimulationError: a worker process died (killed, or out of memory).
+        SimulationError: worker processes cannot be started, or one died (killed, or
+            out of memory).
     """
     workers = min(workers, len(policies))
     if workers <= 1:
         return [inputs.run(policy) for policy in policies]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"),
-                             initializer=_start_worker, initargs=(inputs, logging.getLogger().level)) as pool:
+    try:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"),
+                                   initializer=_start_worker, initargs=(inputs, logging.getLogger().level))
+    except OSError as exc:  # no POSIX semaphores (e.g. no /dev/shm in a container)
+        raise SimulationError(f"cannot start simulation worker processes ({exc.strerror or exc}); "
+                              "use --workers 1") from None
+    with pool:
         futures = [pool.submit(_run_in_worker, policy, i) for i, policy in enumerate(policies)]
         try:
             return [future.result() for future in futures]

@@ -84,6 +84,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
     config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers)
     config = config.with_overrides("daemon", interval_s=interval_s)
     policies = parse_policies(policy_names)
+    live = _live_cluster(config) if nodes_from_slurm else None  # before a long read: Slurm may be down
     if trace is not None:
         workload = load_trace(trace, fmt, limit=limit, progress=progress)
     else:
@@ -101,7 +102,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
                               + (" in that time window" if (since, until) != (None, None) else ""))
     request = SizeRequest(target_load=config.sim.target_load, default_gpus_per_node=config.sim.gpus_per_node,
                           gpus=gpus, nodes=nodes, gpus_per_node=gpus_per_node,
-                          live=_live_cluster(config) if nodes_from_slurm else None)
+                          live=live)
     cluster, note = size_cluster(workload, request, path=trace, fmt=fmt)
     comparison = compare(workload, cluster, note, policies, config, progress=progress)
     if as_json:

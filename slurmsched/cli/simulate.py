@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Trace format.")
 @click.option("--from-db", is_flag=True, help="Replay the finished jobs of the history database instead.")
 @DB_OPTION
-@click.option("--cluster", "cluster_name", default=None,
+@click.option("--cluster", "cluster_name", metavar="NAME", default=None,
               help="With --from-db: the cluster to replay (default: the only one in the history).")
 @click.option("--since", type=Moment(), default=None,
               help="With --from-db: replay jobs submitted since DATE (YYYY-MM-DD[THH:MM] or an age like 30d).")

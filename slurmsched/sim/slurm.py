@@ -263,12 +263,16 @@ class SimulatedSlurm:
     def placement(self, record: JobRecord, partition: PartitionSpec, units: int) -> tuple[GpuTypes, int] | None:
         """The node types a job may run on and the nodes it would occupy, or ``None`` if its
         partition can never hold it. A ``Features`` expression beyond an OR-list of types
-        (see :func:`job_gpu_types`) leaves the job free to run on any type."""
+        (see :func:`job_gpu_types`) leaves the job free to run on any type, and so does a
+        type that cannot hold the job: a job without a requested type is recorded with the
+        type of most of its GPUs, and one spread over several types fits none of them."""
         try:
             types = job_gpu_types(record.gpu_type, record.features)
         except ValueError:
             types = None
         nodes = self.nodes_for(units, partition, types)
+        if nodes is None and types is not None:
+            types, nodes = None, self.nodes_for(units, partition, None)
         return None if nodes is None else (types, nodes)
 
     def submit(self, job: SimJob) -> None:

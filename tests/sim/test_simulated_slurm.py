@@ -74,6 +74,19 @@ def test_unknown_partitions_share_the_default_pool_and_pools_are_separate() -> N
     assert spec.partition("other").pool == "vc1"
 
 
+def test_a_job_its_gpu_type_cannot_hold_may_run_on_any_type() -> None:
+    # e.g. an exclusive job over every node, recorded with the type of most of its GPUs
+    slurm, _ = make(ClusterSpec(name="c", nodes=(NodeSpec("a1", 8, "a100", "main"), NodeSpec("a2", 8, "a100", "main"),
+                                                 NodeSpec("v1", 4, "v100", "main")),
+                                partitions=(PartitionSpec("gpu", "main"),)))
+    part = slurm.spec.partition("")
+    spread = JobRecord(job_id=1, user="u", name="all", submit_time=0.0, gpus=20, gpu_type="a100")
+    typed = JobRecord(job_id=2, user="u", name="a", submit_time=0.0, gpus=16, gpu_type="a100")
+    assert slurm.placement(spread, part, 20) == (None, 3)
+    assert slurm.placement(typed, part, 16) == (frozenset({"a100"}), 2)
+    assert slurm.placement(spread, part, 21) is None
+
+
 def test_snapshot_accounting_and_apply_behave_like_slurm() -> None:
     slurm, clock = make(ClusterSpec(name="c", nodes=(NodeSpec("a1", 8, "a100", "main"), NodeSpec("v1", 4, "v100", "main")),
                                     partitions=(PartitionSpec("gpu", "main"), PartitionSpec("short", "main", 2))))

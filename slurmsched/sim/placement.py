@@ -5,8 +5,9 @@ Placement rules (what ``select/cons_tres`` does for a job submitted as
 
 * a job that fits on one node goes to one node, the *fullest* node that still has room
   (best fit), so whole nodes stay free for big jobs;
-* a bigger job runs on the fewest nodes that can hold it, ``ceil(G / per_node)``
-  nodes, taken from the emptiest nodes; it waits rather than spread over more nodes.
+* a bigger job runs on the fewest nodes that can hold it (``ceil(G / per_node)`` on
+  nodes of one size; on mixed sizes as many as the largest nodes need), taken from the
+  emptiest nodes; it waits rather than spread over more nodes.
 
 Among equally free nodes a one-node job takes the first listed and a bigger job the last
 listed (a fixed order, so runs are reproducible). Nodes carry one GPU type and a set of
@@ -18,8 +19,8 @@ given only by its size) serve every type.
 from __future__ import annotations
 
 import heapq
-import math
 from bisect import bisect_left, insort
+from itertools import accumulate
 from typing import Iterable
 
 #: (node index, GPUs taken on it) for each node of a job's allocation.
@@ -37,15 +38,16 @@ class ShadowState:
     :attr:`head_fits`); backfilled jobs that would still be running then are taken out
     again (:meth:`try_take`), and refused if the head job would no longer fit. A head
     that fits on one node needs only a count of nodes with room for it; a bigger one
-    needs the top ``ceil(units / cap)`` free counts, which a sorted list keeps.
+    needs the top ``need`` free counts (:meth:`Pool.nodes_needed`), which a sorted list
+    keeps.
     """
 
     __slots__ = ("free", "units", "_need", "_fitting", "_levels")
 
-    def __init__(self, free: dict[int, int], cap: int, units: int) -> None:
+    def __init__(self, free: dict[int, int], need: int, units: int) -> None:
         self.free = free
         self.units = units
-        self._need = 0 if units <= cap else math.ceil(units / cap)
+        self._need = 0 if need <= 1 else need
         self._fitting = sum(1 for f in free.values() if f >= units)
         self._levels = sorted(free.values()) if self._need else []
 
@@ -104,25 +106,32 @@ class Pool:
             lst.sort()
         self.free = dict(self.capacity)
         self.free_total = sum(self.capacity.values())
-        self._eligible_cache: dict[tuple[str, GpuTypes], tuple[list[_NodeClass], int, int]] = {}
+        self._eligible_cache: dict[tuple[str, GpuTypes], tuple[list[_NodeClass], int, list[int]]] = {}
 
-    def eligible(self, partition: str, types: GpuTypes) -> tuple[list[_NodeClass], int, int]:
-        """(node classes, largest node, total GPUs) a job of ``partition`` limited to ``types`` may use."""
+    def eligible(self, partition: str, types: GpuTypes) -> tuple[list[_NodeClass], int, list[int]]:
+        """(node classes, largest node, GPUs of the k largest nodes for k = 1, 2 ...) a job
+        of ``partition`` limited to ``types`` may use."""
         key = (partition, types)
         cached = self._eligible_cache.get(key)
         if cached is None:
             classes = [c for c in self._levels
                        if (types is None or c[0] is None or c[0] in types) and (c[1] is None or partition in c[1])]
-            caps = [self.capacity[i] for i, c in self._class_of.items() if c in classes]
-            cached = (classes, max(caps, default=0), sum(caps))
+            caps = sorted((self.capacity[i] for i, c in self._class_of.items() if c in classes), reverse=True)
+            cached = (classes, caps[0] if caps else 0, list(accumulate(caps)))
             self._eligible_cache[key] = cached
         return cached
+
+    def nodes_needed(self, units: int, partition: str, types: GpuTypes) -> int | None:
+        """Fewest nodes that can hold a job of ``units`` GPUs (the largest ones), ``None`` if all cannot."""
+        sums = self.eligible(partition, types)[2]
+        at = bisect_left(sums, units)
+        return None if units <= 0 or at == len(sums) else at + 1
 
     def place(self, units: int, partition: str = "", types: GpuTypes = None) -> Allocation | None:
         """Where a job of ``units`` GPUs in ``partition`` would go now, or ``None`` if it does not fit."""
         if units > self.free_total:
             return None
-        keys, cap, _ = self.eligible(partition, types)
+        keys, cap, sums = self.eligible(partition, types)
         levels = [self._levels[k] for k in keys]
         if units <= cap:
             best = None
@@ -131,7 +140,9 @@ class Pool:
                 if at < len(lst) and (best is None or lst[at] < best):
                     best = lst[at]
             return None if best is None else ((best[1], units),)
-        need = math.ceil(units / cap)
+        need = bisect_left(sums, units) + 1
+        if need > len(sums):
+            return None
         chosen = heapq.nlargest(need, (e for lst in levels for e in lst[-need:]))
         if sum(f for f, _ in chosen) < units:
             return None
@@ -164,5 +175,5 @@ class Pool:
 
     def shadow(self, partition: str, types: GpuTypes, units: int) -> ShadowState:
         """A copy of the free GPUs a job of ``units`` GPUs in ``partition`` limited to ``types`` may use."""
-        keys, cap, _ = self.eligible(partition, types)
-        return ShadowState({node: f for k in keys for f, node in self._levels[k]}, cap, units)
+        keys, _, sums = self.eligible(partition, types)
+        return ShadowState({node: f for k in keys for f, node in self._levels[k]}, bisect_left(sums, units) + 1, units)

@@ -255,10 +255,7 @@ class SimulatedSlurm:
 
     def nodes_for(self, units: int, partition: PartitionSpec, gpu_types: GpuTypes = None) -> int | None:
         """Nodes a job of ``units`` GPUs would occupy, or ``None`` if its partition can never hold it."""
-        _, cap, total = self._pools[partition.pool].eligible(partition.nodes_of, gpu_types)
-        if units <= 0 or units > total:
-            return None
-        return math.ceil(units / cap)
+        return self._pools[partition.pool].nodes_needed(units, partition.nodes_of, gpu_types)
 
     def placement(self, record: JobRecord, partition: PartitionSpec, units: int) -> tuple[GpuTypes, int] | None:
         """The node types a job may run on and the nodes it would occupy, or ``None`` if its

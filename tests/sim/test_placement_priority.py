@@ -41,7 +41,19 @@ def test_typed_jobs_use_only_their_nodes() -> None:
     assert p.place(4, "", frozenset({"v100"})) == ((1, 4),)
     assert p.place(5, "", frozenset({"v100"})) is None
     assert p.place(5) == ((0, 5),)
-    assert p.eligible("", frozenset({"a100"}))[1:] == (8, 8)
+    assert p.eligible("", frozenset({"a100"}))[1:] == (8, [8])
+
+
+def test_a_big_job_on_mixed_nodes_takes_as_many_as_the_largest_need() -> None:
+    p = pool(8, 8, 4, 4)  # 24 GPUs: 16 fit on two nodes, 20 need three, 24 all four
+    assert [p.nodes_needed(units, "", None) for units in (8, 9, 16, 17, 20, 21, 24, 25)] == [1, 2, 2, 3, 3, 4, 4, None]
+    assert p.place(24) == ((1, 8), (0, 8), (3, 4), (2, 4))
+    p.take(((0, 1),))
+    assert p.place(24) is None and p.place(23) is not None
+    shadow = p.shadow("", None, 24)
+    assert not shadow.head_fits
+    shadow.release(((0, 1),))
+    assert shadow.head_fits
 
 
 def test_partitions_limit_jobs_to_their_nodes() -> None:
@@ -50,7 +62,7 @@ def test_partitions_limit_jobs_to_their_nodes() -> None:
     assert p.place(2, "gpu") == ((1, 2),)
     assert p.place(12, "gpu") == ((0, 8), (1, 4))
     assert p.place(12, "a100") is None
-    assert p.eligible("a100", None)[1:] == (8, 8) and p.eligible("other", None)[2] == 0
+    assert p.eligible("a100", None)[1:] == (8, [8]) and p.eligible("other", None)[2] == []
 
 
 def test_shadow_state_folds_releases_and_refuses_takes_that_block_the_head() -> None:
@@ -64,7 +76,7 @@ def test_shadow_state_folds_releases_and_refuses_takes_that_block_the_head() -> 
     assert shadow.try_take(((0, 8),)) is True    # node 0 was not the head's
     assert shadow.try_take(((1, 1),)) is False   # node 1 must stay whole
     assert shadow.head_fits
-    multi = ShadowState({0: 8, 1: 4, 2: 4}, 8, 12)
+    multi = ShadowState({0: 8, 1: 4, 2: 4}, 2, 12)
     assert multi.head_fits
     assert not multi.try_take(((0, 1),))
     assert multi.try_take(((2, 4),))             # 8 + 4 still on two nodes

@@ -15,6 +15,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.sharedctypes import Synchronized
 from typing import Mapping, Sequence
 
 from tqdm import tqdm
@@ -91,11 +92,15 @@ class _Inputs:
 
 
 _worker_inputs: _Inputs | None = None
+_worker_line = 0
 
 
-def _start_worker(inputs: _Inputs, log_level: int) -> None:
-    global _worker_inputs
+def _start_worker(inputs: _Inputs, log_level: int, lines: Synchronized) -> None:
+    global _worker_inputs, _worker_line
     _worker_inputs = inputs
+    with lines.get_lock():  # each worker draws its progress bars on a terminal line of its own
+        _worker_line = lines.value
+        lines.value += 1
     logging.basicConfig(level=log_level, format=LOG_FORMAT)  # on stderr, as the command's own log
     # tqdm would make a multiprocessing lock (a named semaphore) for its bars, which a
     # killed worker leaves behind for the resource tracker to warn about
@@ -103,12 +108,12 @@ def _start_worker(inputs: _Inputs, log_level: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an idle worker waits for the parent to stop it
 
 
-def _run_in_worker(policy: SimPolicy, position: int) -> PolicyRun:
+def _run_in_worker(policy: SimPolicy) -> PolicyRun:
     if _worker_inputs is None:
         raise RuntimeError("simulation worker started without its inputs")
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C ends a run with KeyboardInterrupt
     try:
-        return _worker_inputs.run(policy, position)
+        return _worker_inputs.run(policy, _worker_line)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -126,14 +131,15 @@ def _run_all(inputs: _Inputs, policies: Sequence[SimPolicy], workers: int) -> li
     workers = min(workers, len(policies))
     if workers <= 1:
         return [inputs.run(policy) for policy in policies]
+    context = multiprocessing.get_context("forkserver")
     try:
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"),
-                                   initializer=_start_worker, initargs=(inputs, logging.getLogger().level))
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                                   initargs=(inputs, logging.getLogger().level, context.Value("i", 0)))
     except OSError as exc:  # no POSIX semaphores (e.g. no /dev/shm in a container)
         raise SimulationError(f"cannot start simulation worker processes ({exc.strerror or exc}); "
                               "use --workers 1") from None
     with pool:
-        futures = [pool.submit(_run_in_worker, policy, i) for i, policy in enumerate(policies)]
+        futures = [pool.submit(_run_in_worker, policy) for policy in policies]
         try:
             return [future.result() for future in futures]
         except BrokenProcessPool:

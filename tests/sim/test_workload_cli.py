@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import signal
 from datetime import datetime
 from pathlib import Path
 
@@ -13,14 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from slurmsched.cli import main
-from slurmsched.config import Config
-from slurmsched.errors import ConfigError, SimulationError, TraceFormatError
-from slurmsched.sim.cluster import ClusterSpec
-from slurmsched.sim.experiment import _Inputs, _run_all
-from slurmsched.sim.policies import parse_policies
+from slurmsched.errors import ConfigError, TraceFormatError
 from slurmsched.model import JobRecord, JobState
 from slurmsched.sim.metrics import compute_metrics, gain_share, wait_by_size
-from slurmsched.sim.runner import JobOutcome, SimSettings
+from slurmsched.sim.runner import JobOutcome
 from slurmsched.sim.sizing import SizeRequest, helios_pools, offered_load, size_cluster
 from slurmsched.sim.workload import load_trace, workload_from_records
 
@@ -118,21 +112,6 @@ def test_policies_simulated_side_by_side_give_the_same_results(tmp_path: Path) -
     assert list(json.loads(parallel.output)["policies"]) == ["fifo", "qssf", "sjf"]
     assert json.loads(parallel.output) == json.loads(serial.output)
     assert json.loads(serial.output)["policies"]["qssf"] != json.loads(serial.output)["policies"]["fifo"]
-
-
-class _KilledInputs(_Inputs):
-    """A comparison whose every run is killed, as the kernel's OOM killer would."""
-
-    __slots__ = ()
-
-    def run(self, policy, position=None):  # noqa: ANN001, ANN201 - overrides _Inputs.run
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def test_a_simulation_worker_that_dies_is_a_clear_error() -> None:
-    inputs = _KilledInputs((), ClusterSpec.uniform(1, 8), Config(), {}, SimSettings())
-    with pytest.raises(SimulationError, match="worker process died.*fewer --workers"):
-        _run_all(inputs, parse_policies("fifo,sjf"), workers=2)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -9,7 +9,7 @@ import click
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
-from slurmsched.cli.history import Moment
+from slurmsched.cli.history import Duration, Moment
 from slurmsched.cli.output import output_dir, writing
 from slurmsched.config import Config
 from slurmsched.errors import ConfigError
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 @click.option("--since", type=Moment(), default=None,
               help="With --from-db: replay jobs submitted since DATE (YYYY-MM-DD[THH:MM] or an age like 30d).")
 @click.option("--until", type=Moment(), default=None, help="With --from-db: replay jobs submitted before DATE.")
+@click.option("--warmup", type=Duration(), default=None,
+              help="With --since: also replay the jobs of this long before it (e.g. 2d), so the cluster is not "
+                   "empty at the start, and leave them out of the results.")
 @click.option("--policy", "policy_names", default="fifo,sjf,qssf", show_default=True,
               help="Comma-separated policies: fifo, sjf, qssf, qssf-noaging, qssf-helios, multifactor.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
@@ -53,7 +56,8 @@ if TYPE_CHECKING:
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on stderr.")
 @click.pass_context
 def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
-             cluster_name: str | None, since: float | None, until: float | None, policy_names: str,
+             cluster_name: str | None, since: float | None, until: float | None, warmup: float | None,
+             policy_names: str,
              out_dir: str | None, gpus: int | None, nodes: int | None, gpus_per_node: int | None,
              nodes_from_slurm: bool, target_load: float | None, limit: int | None, interval_s: float | None,
              workers: int | None, as_json: bool, progress: bool) -> None:
@@ -78,6 +82,8 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         raise ConfigError("give --nodes-from-slurm or --gpus/--nodes/--gpus-per-node, not both")
     if trace is not None and (cluster_name, since, until) != (None, None, None):
         raise ConfigError("--cluster, --since and --until choose jobs of --from-db (use --jobs N with a trace)")
+    if warmup is not None and since is None:
+        raise ConfigError("--warmup needs --since (the warm-up is the time before it)")
     if since is not None and until is not None and since >= until:
         raise ConfigError("--since must be before --until")
     out = output_dir(out_dir, "--out") if out_dir is not None else None
@@ -92,9 +98,10 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
 
         repository = open_repository(config, url=db_url)
         try:
-            # a job submitted since `since` ended after it: the database skips the older ones
-            workload = workload_from_history(repository.history(since=since), cluster=cluster_name, since=since,
-                                             until=until, limit=limit)
+            first = None if since is None else since - (warmup or 0.0)
+            # a job submitted since `first` ended after it: the database skips the older ones
+            workload = workload_from_history(repository.history(since=first), cluster=cluster_name, since=since,
+                                             until=until, warmup_s=warmup or 0.0, limit=limit)
         finally:
             repository.close()
         if not workload.jobs:

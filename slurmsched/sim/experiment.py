@@ -6,6 +6,7 @@ The policies' runs are independent: with ``sim.workers`` above 1 they run side b
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -34,7 +35,7 @@ class Comparison:
 
     Attributes:
         source: where the jobs came from.
-        jobs: jobs simulated (those the cluster can run).
+        jobs: jobs simulated and measured (those the cluster can run; not the warm-up).
         cluster: the simulated cluster; ``size_note``: where its size came from.
         offered_load: work offered per GPU-second over the arrival span.
         interval_s: the daemon's cycle interval used.
@@ -70,12 +71,17 @@ class _Inputs:
     config: Config
     durations: Mapping[int, float]
     settings: SimSettings
+    measured_from: float | None
 
     def run(self, policy: SimPolicy, position: int | None = None) -> PolicyRun:
-        """Simulate the jobs under ``policy`` (progress bar on line ``position``)."""
+        """Simulate the jobs under ``policy`` (progress bar on line ``position``); the
+        result holds the measured jobs only (not the warm-up)."""
         result = simulate(self.jobs, self.cluster, scheduler_config(policy, self.config),
                           engine_factory(policy, self.config, self.durations), self.settings,
                           label=policy.name, position=position)
+        if self.measured_from is not None:
+            start = self.measured_from
+            result = dataclasses.replace(result, outcomes=tuple(o for o in result.outcomes if o.submit >= start))
         return PolicyRun(policy, result, compute_metrics(result.outcomes, self.cluster.total_gpus))
 
 
@@ -91,7 +97,7 @@ def compare(workload: Workload, cluster: ClusterSpec, size_note: str, policies: 
     settings = SimSettings(interval_s=config.daemon.interval_s, bf_max_job_test=config.sim.bf_max_job_test,
                            progress=progress)
     durations = {job.record.job_id: job.duration for job in workload.jobs}
-    inputs = _Inputs(workload.jobs, cluster, config, durations, settings)
+    inputs = _Inputs(workload.jobs, cluster, config, durations, settings, workload.measured_from)
     runs = run_side_by_side(inputs.run, policies, config.sim.workers)
     simulated = len(runs[0].result.outcomes) if runs else len(workload.jobs)
     return Comparison(workload.source, simulated, cluster, size_note, offered_load(workload, cluster),

@@ -48,12 +48,15 @@ class Workload:
         bad_lines: trace rows the reader could not parse.
         skipped: readable jobs left out: no run time, or no units (no GPUs in a GPU
             workload, no processors in a CPU one).
+        measured_from: jobs submitted before this time (POSIX seconds) are a warm-up:
+            replayed, so the cluster is not empty, but left out of the results.
     """
 
     jobs: tuple[TraceJob, ...]
     source: str
     bad_lines: int = 0
     skipped: int = 0
+    measured_from: float | None = None
 
     @property
     def span_s(self) -> float:
@@ -139,14 +142,16 @@ def load_trace(path: str | Path, fmt: str, *, limit: int | None = None, progress
 
 
 def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None = None, since: float | None = None,
-                          until: float | None = None, limit: int | None = None) -> Workload:
+                          until: float | None = None, warmup_s: float = 0.0, limit: int | None = None) -> Workload:
     """The site's own finished jobs (one cluster's) as a workload.
 
     Args:
         records: finished attempts from the history database.
         cluster: the cluster to replay; ``None``: the only one the history holds.
-        since, until: replay only jobs submitted in ``[since, until)`` (POSIX seconds);
-            the simulated cluster starts empty at the first of them.
+        since, until: replay only jobs submitted in ``[since, until)`` (POSIX seconds).
+        warmup_s: with ``since``, also replay the jobs submitted in the ``warmup_s``
+            seconds before it, left out of the results (the simulated cluster starts
+            empty at the first job replayed).
         limit: keep only the first ``limit`` jobs by submit time.
 
     A requeued job's attempts each occupied the cluster, so each replays as a job of its
@@ -173,9 +178,13 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
             record = dataclasses.replace(record, job_id=next_id)
             next_id += 1
         seen.add(record.job_id)
-        if (since is None or record.submit_time >= since) and (until is None or record.submit_time < until):
+        first = None if since is None else since - warmup_s
+        if (first is None or record.submit_time >= first) and (until is None or record.submit_time < until):
             replayed.append(record)
+    if since is not None and not any(r.submit_time >= since for r in replayed):
+        replayed = []  # a warm-up with nothing to measure
     if next_id > first_fresh:
         log.info("%d later attempts of requeued jobs replay as jobs of their own (ids from %d)",
                  next_id - first_fresh, first_fresh)
-    return workload_from_records(replayed, f"history of {cluster}" if cluster else "history", limit=limit)
+    workload = workload_from_records(replayed, f"history of {cluster}" if cluster else "history", limit=limit)
+    return dataclasses.replace(workload, measured_from=since if warmup_s > 0 else None)

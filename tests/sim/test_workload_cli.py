@@ -165,6 +165,12 @@ def test_simulate_replays_the_history_database(tmp_path: Path) -> None:
     assert window.exit_code == 0, window.output
     in_window = sum(jobs[20].submit_time <= j.submit_time < middle for j in [*jobs, again])
     assert json.loads(window.output)["jobs"] == in_window
+    # the jobs of the hour before are replayed first (the cluster is busy, not empty) but not measured
+    warm = simulate("--cluster", "gpu", "--since", since, "--until", until, "--warmup", "1h")
+    assert warm.exit_code == 0, warm.output
+    cold_fifo, warm_fifo = (json.loads(r.output)["policies"]["fifo"] for r in (window, warm))
+    assert json.loads(warm.output)["jobs"] == in_window and warm_fifo != cold_fifo
+    assert "--warmup needs --since" in simulate("--cluster", "gpu", "--warmup", "1h").output
     unknown = simulate("--cluster", "tpu")
     assert unknown.exit_code == 2 and "no finished job of cluster 'tpu'" in unknown.output
     late = simulate("--cluster", "gpu", "--since", "2099-01-01")

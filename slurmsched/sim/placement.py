@@ -30,6 +30,12 @@ GpuTypes = frozenset[str] | None
 _NodeClass = tuple[str | None, frozenset[str] | None]
 
 
+def _largest_needed(sums: list[int], units: int) -> int:
+    """How many of the largest nodes hold ``units`` GPUs, given their running totals
+    (:meth:`Pool.eligible`); more than there are when all of them cannot."""
+    return bisect_left(sums, units) + 1
+
+
 class ShadowState:
     """Free GPUs expected when a reserved job starts, and whether that job fits in them.
 
@@ -124,8 +130,8 @@ class Pool:
     def nodes_needed(self, units: int, partition: str, types: GpuTypes) -> int | None:
         """Fewest nodes that can hold a job of ``units`` GPUs (the largest ones), ``None`` if all cannot."""
         sums = self.eligible(partition, types)[2]
-        at = bisect_left(sums, units)
-        return None if units <= 0 or at == len(sums) else at + 1
+        need = _largest_needed(sums, units)
+        return None if units <= 0 or need > len(sums) else need
 
     def place(self, units: int, partition: str = "", types: GpuTypes = None) -> Allocation | None:
         """Where a job of ``units`` GPUs in ``partition`` would go now, or ``None`` if it does not fit."""
@@ -140,7 +146,7 @@ class Pool:
                 if at < len(lst) and (best is None or lst[at] < best):
                     best = lst[at]
             return None if best is None else ((best[1], units),)
-        need = bisect_left(sums, units) + 1
+        need = _largest_needed(sums, units)
         if need > len(sums):
             return None
         chosen = heapq.nlargest(need, (e for lst in levels for e in lst[-need:]))
@@ -176,4 +182,4 @@ class Pool:
     def shadow(self, partition: str, types: GpuTypes, units: int) -> ShadowState:
         """A copy of the free GPUs a job of ``units`` GPUs in ``partition`` limited to ``types`` may use."""
         keys, _, sums = self.eligible(partition, types)
-        return ShadowState({node: f for k in keys for f, node in self._levels[k]}, bisect_left(sums, units) + 1, units)
+        return ShadowState({node: f for k in keys for f, node in self._levels[k]}, _largest_needed(sums, units), units)

@@ -57,8 +57,7 @@ if TYPE_CHECKING:
 @click.pass_context
 def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
              cluster_name: str | None, since: float | None, until: float | None, warmup: float | None,
-             policy_names: str,
-             out_dir: str | None, gpus: int | None, nodes: int | None, gpus_per_node: int | None,
+             policy_names: str, out_dir: str | None, gpus: int | None, nodes: int | None, gpus_per_node: int | None,
              nodes_from_slurm: bool, target_load: float | None, limit: int | None, interval_s: float | None,
              workers: int | None, as_json: bool, progress: bool) -> None:
     """Simulate the queue under each policy and compare avg JCT, waits, slowdown and utilisation.

@@ -171,6 +171,7 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
     chosen = [r for r in records if cluster is None or r.cluster == cluster]
     first_fresh = next_id = max((r.job_id for r in chosen), default=0) + 1
     chosen.sort(key=lambda r: (r.submit_time, r.job_id))
+    first = None if since is None else since - warmup_s
     seen: set[int] = set()
     replayed: list[JobRecord] = []
     for record in chosen:
@@ -178,7 +179,6 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
             record = dataclasses.replace(record, job_id=next_id)
             next_id += 1
         seen.add(record.job_id)
-        first = None if since is None else since - warmup_s
         if (first is None or record.submit_time >= first) and (until is None or record.submit_time < until):
             replayed.append(record)
     if since is not None and not any(r.submit_time >= since for r in replayed):

@@ -79,7 +79,7 @@ def figures(comparison: Comparison) -> dict[str, float | None]:
 def main(names: str, policy: str, out: Path, workers: int) -> None:
     """Compare the policies on the shared traces."""
     config = load_config(environ={}).with_overrides("sim", workers=workers)
-    policies = parse_policies(policy)
+    policies = parse_policies(policy, config)
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in TRACES]
     if unknown:

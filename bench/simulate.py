@@ -65,7 +65,7 @@ def main(policy: str, limit: int | None) -> None:
                                                        default_gpus_per_node=config.sim.gpus_per_node),
                                  path=path, fmt="philly")
     cpu1, wall1 = time.process_time(), time.perf_counter()
-    comparison = compare(workload, cluster, note, parse_policies(policy), config)
+    comparison = compare(workload, cluster, note, parse_policies(policy, config), config)
     sim_cpu, sim_wall = time.process_time() - cpu1, time.perf_counter() - wall1
     run = comparison.runs[0]
     total = read_cpu + sim_cpu

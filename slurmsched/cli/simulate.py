@@ -34,7 +34,9 @@ if TYPE_CHECKING:
               help="With --since: also replay the jobs of this long before it (e.g. 2d), so the cluster is not "
                    "empty at the start, and leave them out of the results.")
 @click.option("--policy", "policy_names", default="fifo,sjf,qssf", show_default=True,
-              help="Comma-separated policies: fifo, sjf, qssf, qssf-noaging, qssf-helios, multifactor.")
+              help="Comma-separated policies: fifo, sjf, qssf, qssf-noaging, qssf-helios, multifactor; a "
+                   "policy with other settings as NAME:KEY=VALUE[:KEY=VALUE], e.g. qssf:max_wait_h=48 (a key of "
+                   "its [policy.qssf] table, or planner.KEY).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Directory for the table, results.json and the PNG plots.")
 @click.option("--gpus", type=click.IntRange(min=1), default=None, help="Simulated cluster size in GPUs.")
@@ -88,7 +90,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
     out = output_dir(out_dir, "--out") if out_dir is not None else None
     config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers)
     config = config.with_overrides("daemon", interval_s=interval_s)
-    policies = parse_policies(policy_names)
+    policies = parse_policies(policy_names, config)
     live = _live_cluster(config) if nodes_from_slurm else None  # before a long read: Slurm may be down
     if trace is not None:
         workload = load_trace(trace, fmt, limit=limit, progress=progress)

@@ -24,6 +24,12 @@ cycle, the refit schedule, the model saved in the (in-memory) repository. Its
 predictor starts empty and learns only from jobs the simulation has finished.
 The ``job_submit.lua`` plugin is not modelled: a new job gets its SiteFactor at the next
 cycle, at most ``daemon.interval_s`` after it arrives.
+
+A policy with a daemon can also be run with other settings, side by side with its
+defaults: ``qssf:max_wait_h=48:halflife_h=6`` is ``qssf`` with those two arguments of
+``[policy.qssf]`` changed, and ``qssf:planner.level_ratio=1.5`` with a planner setting
+changed (:func:`configured`). This is how an admin compares candidate settings on the
+same workload before changing the live daemon's configuration.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Mapping
 from slurmsched.config import Config
 from slurmsched.errors import ConfigError
 from slurmsched.model import SchedulerConfig
+from slurmsched.policy.registry import POLICIES, make_policy
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.oracle import OraclePredictor
 from slurmsched.sim.runner import CycleRunner, EngineFactory
@@ -51,6 +58,8 @@ class SimPolicy:
         engine_policy: the slurmsched policy the daemon runs, ``None`` for no daemon.
         predictor: ``"oracle"`` or a predictor registry name (with a daemon).
         job_size_weight: give the simulated slurmctld ``sim.multifactor_weight_job_size``.
+        settings: ``(key, value)`` pairs a variant changes in the daemon's configuration
+            (see :func:`configured`); empty for the policy as configured.
     """
 
     name: str
@@ -58,6 +67,7 @@ class SimPolicy:
     engine_policy: str | None = None
     predictor: str | None = None
     job_size_weight: bool = False
+    settings: tuple[tuple[str, str], ...] = ()
 
 
 SIM_POLICIES: dict[str, SimPolicy] = {p.name: p for p in (
@@ -73,19 +83,85 @@ SIM_POLICIES: dict[str, SimPolicy] = {p.name: p for p in (
 )}
 
 
-def parse_policies(text: str) -> list[SimPolicy]:
-    """``"fifo,sjf,qssf"`` -> the policies, in order, without repeats.
+#: Separates a policy from its settings and the settings from each other (``qssf:max_wait_h=48``).
+SETTING_SEP = ":"
+
+
+def parse_policies(text: str, config: Config | None = None) -> list[SimPolicy]:
+    """``"fifo,sjf,qssf,qssf:max_wait_h=48"`` -> the policies, in order, without repeats.
+
+    Args:
+        config: the configuration the variants' settings are applied to and checked
+            against (defaults when ``None``).
 
     Raises:
-        ConfigError: an unknown name, or none at all.
+        ConfigError: an unknown name, none at all, or a variant's setting that is
+            malformed, unknown or invalid (the message names the variant and the key).
     """
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
+    config = config or Config()
+    items = [n.strip() for n in text.split(",") if n.strip()]
+    if not items:
         raise ConfigError("--policy needs at least one policy")
-    unknown = [n for n in names if n not in SIM_POLICIES]
-    if unknown:
-        raise ConfigError(f"unknown policy {unknown[0]!r} (known: {', '.join(SIM_POLICIES)})")
-    return [SIM_POLICIES[n] for n in dict.fromkeys(names)]
+    policies = [_parse_one(item, config) for item in items]
+    return list({p.name: p for p in policies}.values())  # the same policy twice runs once
+
+
+def _parse_one(item: str, config: Config) -> SimPolicy:
+    """One ``NAME[:KEY=VALUE...]`` item of ``--policy``."""
+    name, *pairs = [part.strip() for part in item.split(SETTING_SEP)]
+    base = SIM_POLICIES.get(name)
+    if base is None:
+        raise ConfigError(f"unknown policy {name!r} (known: {', '.join(SIM_POLICIES)})")
+    if not pairs:
+        return base
+    if base.engine_policy is None:
+        raise ConfigError(f"--policy {item}: {name} runs no slurmsched daemon, so it has no settings to change")
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = (part.strip() for part in pair.partition("="))
+        if not (sep and key and value):
+            raise ConfigError(f"--policy {item}: {pair!r} is not KEY=VALUE")
+        if key in settings:
+            raise ConfigError(f"--policy {item}: {key} is given twice")
+        settings[key] = value
+    described = ", ".join(f"{k}={v}" for k, v in settings.items())
+    policy = dataclasses.replace(
+        base, name=SETTING_SEP.join([name, *(f"{k}={v}" for k, v in settings.items())]),
+        description=f"{base.description}; with {described}", settings=tuple(settings.items()))
+    try:
+        configured(policy, config)
+    except ConfigError as exc:
+        raise ConfigError(f"--policy {policy.name}: {exc}") from None
+    return policy
+
+
+def configured(policy: SimPolicy, config: Config) -> Config:
+    """The daemon's configuration under ``policy``: ``config`` with the variant's settings.
+
+    A bare key is an argument of the policy (``max_wait_h`` -> ``[policy.qssf]``), a
+    ``planner.KEY`` a planner setting; nothing else differs between compared policies
+    (the simulated cluster and slurmctld are the comparison's).
+
+    Raises:
+        ConfigError: a key of another section, an unknown key or an invalid value
+            (named as in the configuration file, e.g. ``policy.qssf.max_wait_h``).
+    """
+    if not policy.settings or policy.engine_policy is None:
+        return config
+    args = config.policy.args_for(policy.engine_policy)
+    planner: dict[str, str] = {}
+    for key, value in policy.settings:
+        section, dot, name = key.rpartition(".")
+        if not dot:
+            args[key] = value
+        elif section == "planner":
+            planner[name] = value
+        else:
+            raise ConfigError(f"{key} cannot differ between compared policies "
+                              "(give a policy argument such as max_wait_h, or planner.KEY)")
+    make_policy(policy.engine_policy, args)  # checks the arguments, naming policy.<table>.<key>
+    config = config.with_overrides("policy", **{POLICIES[policy.engine_policy].table: args})
+    return config.with_overrides("planner", **planner)
 
 
 def scheduler_config(policy: SimPolicy, config: Config) -> SchedulerConfig:
@@ -105,6 +181,7 @@ def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, fl
     """
     if policy.engine_policy is None:
         return None
+    config = configured(policy, config)
     engine_policy, predictor_name = policy.engine_policy, policy.predictor or config.daemon.predictor
     # The simulation writes no job_submit.lua cache (the plugin is not modelled) and saves
     # no model (it never restarts; pickling the model at every refit cost a third of a run).
@@ -114,7 +191,6 @@ def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, fl
     def build(slurm: SimulatedSlurm, clock: SimClock) -> CycleRunner:
         from slurmsched.daemon import Daemon
         from slurmsched.planner import Planner
-        from slurmsched.policy import make_policy
         from slurmsched.store.memory import MemoryJobRepository
 
         if predictor_name == "oracle":

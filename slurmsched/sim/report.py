@@ -34,7 +34,8 @@ def render_table(comparison: Comparison) -> str:
     c = comparison
     lines = [f"{c.source}: {c.jobs} jobs on {c.cluster.describe()} ({c.size_note}); "
              f"offered load {c.offered_load:.0%}; daemon cycle every {c.interval_s:g} s"]
-    header = (f"{'policy':<13} {'avg JCT':>8} {'vsFIFO':>6} {'avg wait':>8} {'vsFIFO':>6} {'p50 wait':>8} "
+    width = max(13, *(len(run.policy.name) for run in c.runs))
+    header = (f"{'policy':<{width}} {'avg JCT':>8} {'vsFIFO':>6} {'avg wait':>8} {'vsFIFO':>6} {'p50 wait':>8} "
               f"{'p99 wait':>8} {'max wait':>8} {'vsFIFO':>6} {'bsld':>7} {'util':>5} {'gain':>6}")
     lines += [header, "-" * len(header)]
     fifo = c.run("fifo")
@@ -43,7 +44,7 @@ def render_table(comparison: Comparison) -> str:
         base = fifo.metrics if fifo is not None else None
         share = c.gain_share(run.policy.name)
         lines.append(
-            f"{run.policy.name:<13} {human_duration(m.avg_jct_s):>8} "
+            f"{run.policy.name:<{width}} {human_duration(m.avg_jct_s):>8} "
             f"{_ratio(m.avg_jct_s, base.avg_jct_s) if base else '-':>6} {human_duration(m.avg_wait_s):>8} "
             f"{_ratio(m.avg_wait_s, base.avg_wait_s) if base else '-':>6} {human_duration(m.p50_wait_s):>8} "
             f"{human_duration(m.p99_wait_s):>8} {human_duration(m.max_wait_s):>8} "
@@ -69,6 +70,7 @@ def details(comparison: Comparison) -> dict[str, object]:
             **run.metrics.as_dict(),
             "gain_share": c.gain_share(run.policy.name),
             "description": run.policy.description,
+            "settings": dict(run.policy.settings),
             "cycles": run.result.cycles,
             "engine_s": run.result.engine_s,
             "rpcs": run.result.rpcs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -14,7 +15,7 @@ from slurmsched.policy import make_policy
 from slurmsched.predict.registry import make_predictor
 from slurmsched.sim.cluster import ClusterSpec
 from slurmsched.sim.experiment import compare
-from slurmsched.sim.policies import SimPolicy, engine_factory, parse_policies
+from slurmsched.sim.policies import SimPolicy, configured, engine_factory, parse_policies
 from slurmsched.sim.runner import SimSettings, simulate
 from slurmsched.sim.workload import workload_from_records
 from slurmsched.store.memory import MemoryJobRepository
@@ -88,6 +89,32 @@ def test_policy_names_are_checked() -> None:
         parse_policies("fifo,lifo")
     with pytest.raises(ConfigError):
         parse_policies(" , ")
+
+
+def test_policy_variants_are_parsed_and_checked() -> None:
+    """``NAME:KEY=VALUE[:KEY=VALUE]`` changes a policy argument or a planner setting; bad ones name the key."""
+    qssf, variant, planner = parse_policies("qssf, qssf: max_wait_h = 48 :halflife_h=6,qssf:planner.level_ratio=1.5")
+    assert (variant.name, variant.settings) == ("qssf:max_wait_h=48:halflife_h=6",
+                                                (("max_wait_h", "48"), ("halflife_h", "6")))
+    assert (variant.engine_policy, variant.predictor) == (qssf.engine_policy, qssf.predictor)
+    config = Config()
+    changed = configured(variant, config)
+    assert make_policy("qssf", changed.policy.args_for("qssf")).guard_s == 48 * 3600
+    assert configured(qssf, config) is config
+    assert configured(planner, config).planner.level_ratio == 1.5
+    assert configured(planner, config).policy == config.policy
+    for text, message in [
+        ("qssf:max_wait_h=abc", "--policy qssf:max_wait_h=abc: policy.qssf.max_wait_h must be a number"),
+        ("qssf:maxwait=1", "unknown key policy.qssf.maxwait"),
+        ("qssf:planner.levels=3", "unknown key planner.levels"),
+        ("qssf:daemon.interval_s=30", "daemon.interval_s cannot differ between compared policies"),
+        ("qssf:max_wait_h", "'max_wait_h' is not KEY=VALUE"),
+        ("qssf:max_wait_h=1:max_wait_h=2", "max_wait_h is given twice"),
+        ("qssf:aging_step_h=200", "aging_step_h must be > 0 and <= max_wait_h"),
+        ("multifactor:max_wait_h=1", "multifactor runs no slurmsched daemon"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_policies(text)
 
 
 def test_queue_deltas_give_the_same_run_as_comparing_every_job() -> None:

@@ -114,6 +114,26 @@ def test_policies_simulated_side_by_side_give_the_same_results(tmp_path: Path) -
     assert json.loads(serial.output)["policies"]["qssf"] != json.loads(serial.output)["policies"]["fifo"]
 
 
+def test_a_policy_is_compared_with_other_settings(tmp_path: Path) -> None:
+    """``qssf:KEY=VALUE`` runs qssf with that argument changed, beside qssf as configured."""
+    jobs = [(i, i * 20, [40, 900, 60, 3000, 300][i % 5], [1, 2, 8, 4][i % 4], 4000, i % 7) for i in range(1, 401)]
+    swf = write_swf(tmp_path / "small.swf", jobs, max_procs=8)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["simulate", "--trace", str(swf), "--format", "swf", "--policy",
+                                       "fifo,qssf,qssf:max_wait_h=96,qssf:max_wait_h=0.1:aging_step_h=0.05",
+                                       "--out", str(out), "--no-progress"], env={"SLURMSCHED_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    details = json.loads((out / "results.json").read_text())["policies"]
+    timing = ("description", "settings", "wall_s", "engine_s")
+    runs = {name: {k: v for k, v in d.items() if k not in timing} for name, d in details.items()}
+    # 96 h is qssf's default guard: the very same run; a 6-minute guard lets nearly every job's age decide
+    assert runs["qssf:max_wait_h=96"] == runs["qssf"]
+    short = "qssf:max_wait_h=0.1:aging_step_h=0.05"
+    assert runs[short]["avg_jct_s"] != runs["qssf"]["avg_jct_s"]
+    assert details[short]["settings"] == {"max_wait_h": "0.1", "aging_step_h": "0.05"}
+    assert any(line.startswith(short + " ") for line in result.output.splitlines())
+
+
 @pytest.mark.parametrize("args, message", [
     (["--policy", "fifo"], "give either --trace"),
     (["--trace", "x.swf"], "--trace needs --format"),
@@ -124,6 +144,8 @@ def test_policies_simulated_side_by_side_give_the_same_results(tmp_path: Path) -
     (["--trace", "x.swf", "--format", "swf", "--nodes-from-slurm", "--gpus", "4"], "not both"),
     (["--trace", "x.swf", "--format", "swf", "--since", "30d"], "choose jobs of --from-db"),
     (["--trace", "x.swf", "--format", "swf", "--out", "x.swf/report"], "--out x.swf/report: cannot write"),
+    (["--trace", "x.swf", "--format", "swf", "--policy", "fifo,qssf:max_wait_h=soon"],
+     "--policy qssf:max_wait_h=soon: policy.qssf.max_wait_h must be a number (got 'soon')"),
 ])
 def test_simulate_command_refuses_bad_input(args: list[str], message: str, tmp_path: Path) -> None:
     runner = CliRunner()

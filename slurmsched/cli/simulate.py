@@ -49,7 +49,7 @@ if TYPE_CHECKING:
               help="Offered load to size the cluster for when neither the trace nor --gpus/--nodes give it "
                    "(default sim.target_load).")
 @click.option("--jobs", "limit", type=click.IntRange(min=1), default=None,
-              help="Replay only the first N jobs by submit time.")
+              help="Replay only the first N jobs by submit time (--warmup's jobs come on top).")
 @click.option("--interval", "interval_s", type=click.FloatRange(0, min_open=True), default=None,
               help="The daemon's cycle interval in simulated seconds (default daemon.interval_s).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,

@@ -152,7 +152,8 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
         warmup_s: with ``since``, also replay the jobs submitted in the ``warmup_s``
             seconds before it, left out of the results (the simulated cluster starts
             empty at the first job replayed).
-        limit: keep only the first ``limit`` jobs by submit time.
+        limit: keep only the first ``limit`` measured jobs by submit time (and the
+            warm-up's jobs before them).
 
     A requeued job's attempts each occupied the cluster, so each replays as a job of its
     own: the first keeps the job id, later ones get fresh ids above the history's largest.
@@ -186,5 +187,9 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
     if next_id > first_fresh:
         log.info("%d later attempts of requeued jobs replay as jobs of their own (ids from %d)",
                  next_id - first_fresh, first_fresh)
-    workload = workload_from_records(replayed, f"history of {cluster}" if cluster else "history", limit=limit)
-    return dataclasses.replace(workload, measured_from=since if warmup_s > 0 else None)
+    workload = workload_from_records(replayed, f"history of {cluster}" if cluster else "history")
+    jobs = workload.jobs
+    if limit is not None:
+        warm = sum(1 for j in jobs if since is not None and j.record.submit_time < since)
+        jobs = jobs[:warm + limit]
+    return dataclasses.replace(workload, jobs=jobs, measured_from=since if warmup_s > 0 else None)

@@ -192,6 +192,8 @@ def test_simulate_replays_the_history_database(tmp_path: Path) -> None:
     assert warm.exit_code == 0, warm.output
     cold_fifo, warm_fifo = (json.loads(r.output)["policies"]["fifo"] for r in (window, warm))
     assert json.loads(warm.output)["jobs"] == in_window and warm_fifo != cold_fifo
+    first_ten = simulate("--cluster", "gpu", "--since", since, "--warmup", "1h", "--jobs", "10")
+    assert json.loads(first_ten.output)["jobs"] == 10  # --jobs counts measured jobs, not the warm-up's
     assert "--warmup needs --since" in simulate("--cluster", "gpu", "--warmup", "1h").output
     unknown = simulate("--cluster", "tpu")
     assert unknown.exit_code == 2 and "no finished job of cluster 'tpu'" in unknown.output

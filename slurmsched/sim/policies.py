@@ -124,10 +124,10 @@ def _parse_one(item: str, config: Config) -> SimPolicy:
         if key in settings:
             raise ConfigError(f"--policy {item}: {key} is given twice")
         settings[key] = value
-    described = ", ".join(f"{k}={v}" for k, v in settings.items())
-    policy = dataclasses.replace(
-        base, name=SETTING_SEP.join([name, *(f"{k}={v}" for k, v in settings.items())]),
-        description=f"{base.description}; with {described}", settings=tuple(settings.items()))
+    written = [f"{k}={v}" for k, v in settings.items()]
+    policy = dataclasses.replace(base, name=SETTING_SEP.join([name, *written]),
+                                 description=f"{base.description}; with {', '.join(written)}",
+                                 settings=tuple(settings.items()))
     try:
         configured(policy, config)
     except ConfigError as exc:

@@ -34,7 +34,7 @@ def render_table(comparison: Comparison) -> str:
     c = comparison
     lines = [f"{c.source}: {c.jobs} jobs on {c.cluster.describe()} ({c.size_note}); "
              f"offered load {c.offered_load:.0%}; daemon cycle every {c.interval_s:g} s"]
-    width = max(13, *(len(run.policy.name) for run in c.runs))
+    width = max([13, *(len(run.policy.name) for run in c.runs)])
     header = (f"{'policy':<{width}} {'avg JCT':>8} {'vsFIFO':>6} {'avg wait':>8} {'vsFIFO':>6} {'p50 wait':>8} "
               f"{'p99 wait':>8} {'max wait':>8} {'vsFIFO':>6} {'bsld':>7} {'util':>5} {'gain':>6}")
     lines += [header, "-" * len(header)]

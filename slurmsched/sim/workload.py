@@ -190,6 +190,6 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
     workload = workload_from_records(replayed, f"history of {cluster}" if cluster else "history")
     jobs = workload.jobs
     if limit is not None:
-        warm = sum(1 for j in jobs if since is not None and j.record.submit_time < since)
+        warm = 0 if since is None else sum(1 for j in jobs if j.record.submit_time < since)
         jobs = jobs[:warm + limit]
     return dataclasses.replace(workload, jobs=jobs, measured_from=since if warmup_s > 0 else None)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 @click.option("--policy", "policy_names", default="fifo,sjf,qssf", show_default=True,
               help="Comma-separated policies: fifo, sjf, qssf, qssf-noaging, qssf-helios, multifactor; a "
                    "policy with other settings as NAME:KEY=VALUE[:KEY=VALUE], e.g. qssf:max_wait_h=48 (a key of "
-                   "its [policy.qssf] table, or planner.KEY).")
+                   "its [policy.qssf] table, planner.KEY, or predictor=NAME).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Directory for the table, results.json and the PNG plots.")
 @click.option("--gpus", type=click.IntRange(min=1), default=None, help="Simulated cluster size in GPUs.")

@@ -27,8 +27,8 @@ cycle, at most ``daemon.interval_s`` after it arrives.
 
 A policy with a daemon can also be run with other settings, side by side with its
 defaults: ``qssf:max_wait_h=48:halflife_h=6`` is ``qssf`` with those two arguments of
-``[policy.qssf]`` changed, and ``qssf:planner.level_ratio=1.5`` with a planner setting
-changed (:func:`configured`). This is how an admin compares candidate settings on the
+``[policy.qssf]`` changed, ``qssf:planner.level_ratio=1.5`` with a planner setting
+changed (:func:`configured`), and ``qssf:predictor=last2`` with another predictor. This is how an admin compares candidate settings on the
 same workload before changing the live daemon's configuration.
 """
 
@@ -85,6 +85,8 @@ SIM_POLICIES: dict[str, SimPolicy] = {p.name: p for p in (
 
 #: Separates a policy from its settings and the settings from each other (``qssf:max_wait_h=48``).
 SETTING_SEP = ":"
+#: The setting that swaps a policy's predictor (``qssf:predictor=last2``), not a config key.
+PREDICTOR_KEY = "predictor"
 
 
 def parse_policies(text: str, config: Config | None = None) -> list[SimPolicy]:
@@ -124,10 +126,19 @@ def _parse_one(item: str, config: Config) -> SimPolicy:
         if key in settings:
             raise ConfigError(f"--policy {item}: {key} is given twice")
         settings[key] = value
+    predictor = settings.get(PREDICTOR_KEY, base.predictor)
+    if predictor != base.predictor:
+        from slurmsched.predict.registry import PREDICTORS
+
+        if base.predictor == "oracle":
+            raise ConfigError(f"--policy {item}: {name} predicts with the true run times; "
+                              f"give qssf-noaging:{PREDICTOR_KEY}=NAME for the same policy with a predictor")
+        if predictor not in PREDICTORS:
+            raise ConfigError(f"--policy {item}: unknown predictor {predictor!r} (known: {', '.join(PREDICTORS)})")
     written = [f"{k}={v}" for k, v in settings.items()]
     policy = dataclasses.replace(base, name=SETTING_SEP.join([name, *written]),
                                  description=f"{base.description}; with {', '.join(written)}",
-                                 settings=tuple(settings.items()))
+                                 predictor=predictor, settings=tuple(settings.items()))
     try:
         configured(policy, config)
     except ConfigError as exc:
@@ -140,7 +151,8 @@ def configured(policy: SimPolicy, config: Config) -> Config:
 
     A bare key is an argument of the policy (``max_wait_h`` -> ``[policy.qssf]``), a
     ``planner.KEY`` a planner setting; nothing else differs between compared policies
-    (the simulated cluster and slurmctld are the comparison's).
+    (the simulated cluster and slurmctld are the comparison's). ``predictor`` is the
+    policy's own field (:attr:`SimPolicy.predictor`), set when the variant is parsed.
 
     Raises:
         ConfigError: a key of another section, an unknown key or an invalid value
@@ -152,6 +164,8 @@ def configured(policy: SimPolicy, config: Config) -> Config:
     planner: dict[str, str] = {}
     for key, value in policy.settings:
         section, dot, name = key.rpartition(".")
+        if key == PREDICTOR_KEY:
+            continue
         if not dot:
             args[key] = value
         elif section == "planner":

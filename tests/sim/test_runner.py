@@ -103,6 +103,8 @@ def test_policy_variants_are_parsed_and_checked() -> None:
     assert configured(qssf, config) is config
     assert configured(planner, config).planner.level_ratio == 1.5
     assert configured(planner, config).policy == config.policy
+    (simple,) = parse_policies("qssf:predictor=last2")
+    assert simple.predictor == "last2" and configured(simple, config) == config
     for text, message in [
         ("qssf:max_wait_h=abc", "--policy qssf:max_wait_h=abc: policy.qssf.max_wait_h must be a number"),
         ("qssf:maxwait=1", "unknown key policy.qssf.maxwait"),
@@ -112,6 +114,8 @@ def test_policy_variants_are_parsed_and_checked() -> None:
         ("qssf:max_wait_h=1:max_wait_h=2", "max_wait_h is given twice"),
         ("qssf:aging_step_h=200", "aging_step_h must be > 0 and <= max_wait_h"),
         ("multifactor:max_wait_h=1", "multifactor runs no slurmsched daemon"),
+        ("qssf:predictor=psychic", "unknown predictor 'psychic' (known: slurmsched, helios, last2, user_limit)"),
+        ("sjf:predictor=last2", "sjf predicts with the true run times; give qssf-noaging:predictor=NAME"),
     ]:
         with pytest.raises(ConfigError, match=re.escape(message)):
             parse_policies(text)

@@ -115,19 +115,21 @@ def test_policies_simulated_side_by_side_give_the_same_results(tmp_path: Path) -
 
 
 def test_a_policy_is_compared_with_other_settings(tmp_path: Path) -> None:
-    """``qssf:KEY=VALUE`` runs qssf with that argument changed, beside qssf as configured."""
+    """``qssf:KEY=VALUE`` runs qssf with that argument (or its predictor) changed, beside qssf as configured."""
     jobs = [(i, i * 20, [40, 900, 60, 3000, 300][i % 5], [1, 2, 8, 4][i % 4], 4000, i % 7) for i in range(1, 401)]
     swf = write_swf(tmp_path / "small.swf", jobs, max_procs=8)
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["simulate", "--trace", str(swf), "--format", "swf", "--policy",
-                                       "fifo,qssf,qssf:max_wait_h=96,qssf:max_wait_h=0.1:aging_step_h=0.05",
+                                       "fifo,qssf,qssf:max_wait_h=96,qssf:max_wait_h=0.1:aging_step_h=0.05,"
+                                       "qssf:predictor=slurmsched,qssf:predictor=user_limit",
                                        "--out", str(out), "--no-progress"], env={"SLURMSCHED_CONFIG": None})
     assert result.exit_code == 0, result.output
     details = json.loads((out / "results.json").read_text())["policies"]
     timing = ("description", "settings", "wall_s", "engine_s")
     runs = {name: {k: v for k, v in d.items() if k not in timing} for name, d in details.items()}
     # 96 h is qssf's default guard: the very same run; a 6-minute guard lets nearly every job's age decide
-    assert runs["qssf:max_wait_h=96"] == runs["qssf"]
+    assert runs["qssf:max_wait_h=96"] == runs["qssf"] == runs["qssf:predictor=slurmsched"]
+    assert runs["qssf:predictor=user_limit"]["avg_jct_s"] != runs["qssf"]["avg_jct_s"]
     short = "qssf:max_wait_h=0.1:aging_step_h=0.05"
     assert runs[short]["avg_jct_s"] != runs["qssf"]["avg_jct_s"]
     assert details[short]["settings"] == {"max_wait_h": "0.1", "aging_step_h": "0.05"}

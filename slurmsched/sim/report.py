@@ -102,7 +102,7 @@ def write_plots(comparison: Comparison, out: Path) -> list[Path]:
     import numpy as np
 
     title = f"{Path(comparison.source).name}: {comparison.jobs} jobs, {comparison.cluster.total_gpus} GPUs"
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     for run in comparison.runs:
         jct = np.maximum(jct_values(run.result.outcomes), 1.0)
         ax.plot(jct, np.arange(1, len(jct) + 1) / len(jct), label=run.policy.name)
@@ -111,13 +111,13 @@ def write_plots(comparison: Comparison, out: Path) -> list[Path]:
     ax.set_ylabel("fraction of jobs")
     ax.set_title(f"JCT CDF - {title}")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    _legend_beside(ax)
     fig.tight_layout()
     cdf = out / JCT_CDF_FILE
-    fig.savefig(cdf, dpi=110)
+    fig.savefig(cdf, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     rows = {run.policy.name: wait_by_size(run.result.outcomes) for run in comparison.runs}
     labels = [label for label, _, _ in next(iter(rows.values()))] if rows else []
     width = 0.8 / max(1, len(rows))
@@ -129,9 +129,14 @@ def write_plots(comparison: Comparison, out: Path) -> list[Path]:
     ax.set_ylabel("average wait (h)")
     ax.set_title(f"Wait by job size - {title}")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend()
+    _legend_beside(ax)
     fig.tight_layout()
     bars = out / WAIT_BY_SIZE_FILE
-    fig.savefig(bars, dpi=110)
+    fig.savefig(bars, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return [cdf, bars]
+
+
+def _legend_beside(ax) -> None:  # noqa: ANN001 - a matplotlib Axes
+    """The policies' legend right of the plot, where it hides no curve or bar."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)

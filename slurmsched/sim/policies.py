@@ -28,8 +28,9 @@ cycle, at most ``daemon.interval_s`` after it arrives.
 A policy with a daemon can also be run with other settings, side by side with its
 defaults: ``qssf:max_wait_h=48:halflife_h=6`` is ``qssf`` with those two arguments of
 ``[policy.qssf]`` changed, ``qssf:planner.level_ratio=1.5`` with a planner setting
-changed (:func:`configured`), and ``qssf:predictor=last2`` with another predictor. This is how an admin compares candidate settings on the
-same workload before changing the live daemon's configuration.
+changed (:func:`configured`), and ``qssf:predictor=last2`` with another predictor.
+This is how an admin compares candidate settings on the same workload before changing
+the live daemon's configuration.
 """
 
 from __future__ import annotations
@@ -163,9 +164,9 @@ def configured(policy: SimPolicy, config: Config) -> Config:
     args = config.policy.args_for(policy.engine_policy)
     planner: dict[str, str] = {}
     for key, value in policy.settings:
-        section, dot, name = key.rpartition(".")
         if key == PREDICTOR_KEY:
             continue
+        section, dot, name = key.rpartition(".")
         if not dot:
             args[key] = value
         elif section == "planner":

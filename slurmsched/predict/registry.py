@@ -20,13 +20,17 @@ PREDICTORS: dict[str, Callable[[], StagedPredictor]] = {
 DEFAULT_PREDICTOR = "slurmsched"
 
 
+def check_predictor(name: str, key: str = "daemon.predictor") -> None:
+    """Raise :class:`ConfigError` naming ``key`` unless a predictor is registered under ``name``."""
+    if name not in PREDICTORS:
+        raise ConfigError(f"{key} must be one of {', '.join(PREDICTORS)} (got {name!r})")
+
+
 def make_predictor(name: str = DEFAULT_PREDICTOR) -> StagedPredictor:
-    """A fresh predictor registered under ``name``.
+    """A fresh predictor registered under ``name`` (``daemon.predictor``).
 
     Raises:
         ConfigError: no predictor has that name.
     """
-    factory = PREDICTORS.get(name)
-    if factory is None:
-        raise ConfigError(f"unknown predictor {name!r} (expected one of {', '.join(PREDICTORS)})")
-    return factory()
+    check_predictor(name)
+    return PREDICTORS[name]()

@@ -129,13 +129,12 @@ def _parse_one(item: str, config: Config) -> SimPolicy:
         settings[key] = value
     predictor = settings.get(PREDICTOR_KEY, base.predictor)
     if predictor != base.predictor:
-        from slurmsched.predict.registry import PREDICTORS
+        from slurmsched.predict.registry import check_predictor
 
         if base.predictor == "oracle":
             raise ConfigError(f"--policy {item}: {name} predicts with the true run times; "
                               f"give qssf-noaging:{PREDICTOR_KEY}=NAME for the same policy with a predictor")
-        if predictor not in PREDICTORS:
-            raise ConfigError(f"--policy {item}: unknown predictor {predictor!r} (known: {', '.join(PREDICTORS)})")
+        check_predictor(predictor, f"--policy {item}: {PREDICTOR_KEY}")
     written = [f"{k}={v}" for k, v in settings.items()]
     policy = dataclasses.replace(base, name=SETTING_SEP.join([name, *written]),
                                  description=f"{base.description}; with {', '.join(written)}",

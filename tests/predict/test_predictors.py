@@ -117,7 +117,7 @@ def test_round_trip_and_corrupt_blob() -> None:
 
 
 def test_unknown_predictor_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="unknown predictor 'nope'"):
+    with pytest.raises(ConfigError, match=r"daemon.predictor must be one of slurmsched, .* \(got 'nope'\)"):
         make_predictor("nope")
 
 

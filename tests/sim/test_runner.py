@@ -114,7 +114,9 @@ def test_policy_variants_are_parsed_and_checked() -> None:
         ("qssf:max_wait_h=1:max_wait_h=2", "max_wait_h is given twice"),
         ("qssf:aging_step_h=200", "aging_step_h must be > 0 and <= max_wait_h"),
         ("multifactor:max_wait_h=1", "multifactor runs no slurmsched daemon"),
-        ("qssf:predictor=psychic", "unknown predictor 'psychic' (known: slurmsched, helios, last2, user_limit)"),
+        ("qssf:predictor=psychic",
+         "--policy qssf:predictor=psychic: predictor must be one of slurmsched, helios, last2, user_limit "
+         "(got 'psychic')"),
         ("sjf:predictor=last2", "sjf predicts with the true run times; give qssf-noaging:predictor=NAME"),
     ]:
         with pytest.raises(ConfigError, match=re.escape(message)):

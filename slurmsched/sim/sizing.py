@@ -21,6 +21,7 @@ In order of precedence:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -114,5 +115,9 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
 
 
 def offered_load(workload: Workload, spec: ClusterSpec) -> float:
-    """Work offered per GPU-second of the cluster over the arrival span."""
+    """Work offered per GPU-second of the cluster over the arrival span of the measured
+    jobs (a warm-up's jobs are left out)."""
+    start = workload.measured_from
+    if start is not None:
+        workload = dataclasses.replace(workload, jobs=tuple(j for j in workload.jobs if j.record.submit_time >= start))
     return workload.gpu_seconds / max(workload.span_s, 1.0) / spec.total_gpus

@@ -60,6 +60,10 @@ def test_cluster_size_from_options_header_pools_or_load(tmp_path: Path) -> None:
     spec, note = size_cluster(gpu, REQUEST)
     assert spec.total_gpus == 32 and "50%" in note    # 16 GPUs of work on average, at half load
     assert offered_load(gpu, spec) == pytest.approx(16.16 / 32, rel=0.01)
+    # a warm-up's jobs (here the first half, 4 GPUs each) do not count
+    warmed = dataclasses.replace(gpu, jobs=tuple(dataclasses.replace(j, units=1) if j.record.job_id <= 50 else j
+                                                  for j in gpu.jobs), measured_from=5100.0)
+    assert offered_load(warmed, spec) == pytest.approx(4 * 400 * 50 / 4900 / 32)
     with pytest.raises(ConfigError, match="smaller than the biggest job"):
         size_cluster(workload, SizeRequest(0.5, 8, gpus=3), path=swf, fmt="swf")
     helios = tmp_path / "h.csv"

@@ -306,8 +306,9 @@ min_service_gpu_h = {180 / scale / 3600:.9f}
 max_service_gpu_h = {180000 / scale / 3600:.9f}
 """)
     config = load_config(config_path, environ={})
+    cluster, _ = CliGateway(slurm_conf=str(conf)).read_config()  # history of this cluster, as the daemon records
     with closing(open_repository(config, create=True)) as repo:
-        repo.ingest_finished(history)
+        repo.ingest_finished([replace(job, cluster=cluster) for job in history])
         repo.set_cursor("sacct", time.time())      # never read the baseline arm's jobs as history
     log = (workdir / "daemon.log").open("w")
     daemon_env = {k: v for k, v in env.items() if not k.startswith("SLURMSCHED_") or k.startswith("SLURMSCHED_DEV")}

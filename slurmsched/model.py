@@ -168,6 +168,21 @@ class NodeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    """One partition as ``scontrol show partition`` describes it.
+
+    Attributes:
+        name: the partition's name.
+        tier: ``PriorityTier``: slurmctld considers jobs of a higher tier first.
+        default: whether it is the default partition (``Default=YES``).
+    """
+
+    name: str
+    tier: int = 1
+    default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """The parts of slurmctld's configuration the planner sizes itself against.
 

@@ -91,7 +91,9 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
     config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers)
     config = config.with_overrides("daemon", interval_s=interval_s)
     policies = parse_policies(policy_names, config)
-    live = _live_cluster(config) if nodes_from_slurm else None  # before a long read: Slurm may be down
+    live = None
+    if nodes_from_slurm:  # before a long read: Slurm may be down
+        live, config = _live_cluster(config)
     if trace is not None:
         workload = load_trace(trace, fmt, limit=limit, progress=progress)
     else:
@@ -124,17 +126,31 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
             click.echo("wrote " + ", ".join(str(p) for p in written))
 
 
-def _live_cluster(config: Config) -> ClusterSpec:
-    """The twin of the cluster slurmctld describes now (one snapshot: ``squeue``, ``sinfo`` ...).
+def _live_cluster(config: Config) -> tuple[ClusterSpec, Config]:
+    """The twin of the cluster slurmctld describes now, and ``config`` with its priority settings.
+
+    One snapshot (``scontrol show config``, ``squeue``, ``sinfo`` ...) gives the GPU nodes
+    and the ``PriorityWeight*``/``PriorityMaxAge`` values, which replace ``[sim]``'s;
+    ``scontrol -a -o show partition`` gives each partition's ``PriorityTier``.
 
     Raises:
-        SlurmError: Slurm cannot be reached; ConfigError: it has no GPU node.
+        SlurmError: Slurm cannot be reached; ConfigError: it has no GPU node, or it does
+            not run ``priority/multifactor`` (SiteFactor would change nothing there).
     """
     from slurmsched.gateway.factory import make_gateway
     from slurmsched.sim.cluster import cluster_from_nodes
 
-    snapshot = make_gateway(config).snapshot()
-    return cluster_from_nodes(snapshot.cluster, snapshot.nodes)
+    gateway = make_gateway(config)
+    snapshot = gateway.snapshot()
+    live = snapshot.config
+    if live.priority_type != "priority/multifactor":
+        raise ConfigError(f"slurmctld of {snapshot.cluster!r} runs {live.priority_type}, where SiteFactor changes "
+                          "nothing: the what-if models priority/multifactor (leave out --nodes-from-slurm to "
+                          "simulate one with [sim]'s weights)")
+    config = config.with_overrides("sim", weight_age=live.weight_age, weight_fairshare=live.weight_fairshare,
+                                   weight_job_size=live.weight_job_size,
+                                   priority_max_age_s=live.priority_max_age_s or config.sim.priority_max_age_s)
+    return cluster_from_nodes(snapshot.cluster, snapshot.nodes, gateway.partitions()), config
 
 
 COMMANDS = [simulate]

@@ -14,7 +14,8 @@ Works with every Slurm from 21.08 on (JSON output of both shapes, see
     5. ``sinfo --json -a`` (nodes; ~0.01 s).
 ``finished_since(t)`` runs one ``sacct --json -X -D -a -S <t> -E now -s <terminal states>``
 (slurmdbd, not slurmctld; ~0.35 s).
-``scheduler_config()`` runs ``scontrol show config``.
+``scheduler_config()`` runs ``scontrol show config``; ``partitions()`` runs
+``scontrol -a -o show partition`` (neither is part of a cycle).
 ``apply(actions)`` runs one ``scontrol update JobId=a,b,... SiteFactor=V`` per distinct
 value (at most :data:`SITE_FACTOR_BATCH` ids each; ~1.2 ms a job) and one ``scontrol
 update`` per constraint action (~6 ms each). See ``docs/slurm-cost.md`` for measured figures.
@@ -32,9 +33,11 @@ from slurmsched.gateway.argv import site_factor_argv, update_argv
 from slurmsched.gateway.commands import CommandResult, SlurmCommands
 from slurmsched.gateway.parse import parse_sacct, parse_sinfo, parse_squeue
 from slurmsched.gateway.show_job import SHOW_JOBS_ARGS, with_switch_requests
+from slurmsched.gateway.show_partition import SHOW_PARTITIONS_ARGS, parse_partitions
 from slurmsched.gateway.slurm_config import parse_show_config, scheduler_config
 from slurmsched.gateway.sprio import SPRIO_ARGS, parse_sprio
-from slurmsched.model import Action, ActionOutcome, ClusterSnapshot, JobRecord, SchedulerConfig, SetSiteFactor
+from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, JobRecord, PartitionRecord, SchedulerConfig,
+                              SetSiteFactor)
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,10 @@ class CliGateway:
         Runs ``scontrol show config``.
         """
         return self.read_config()[1]
+
+    def partitions(self) -> list[PartitionRecord]:
+        """Every partition with its ``PriorityTier``; runs ``scontrol -a -o show partition``."""
+        return parse_partitions(self.commands.run("scontrol", SHOW_PARTITIONS_ARGS).text)
 
     def read_config(self) -> tuple[str, SchedulerConfig]:
         """``ClusterName`` and the scheduler configuration, from ``scontrol show config``."""

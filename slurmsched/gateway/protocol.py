@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from slurmsched.model import Action, ActionOutcome, ClusterSnapshot, JobRecord, SchedulerConfig
+from slurmsched.model import Action, ActionOutcome, ClusterSnapshot, JobRecord, PartitionRecord, SchedulerConfig
 
 
 class SlurmGateway(Protocol):
@@ -33,6 +33,10 @@ class SlurmGateway(Protocol):
 
     def scheduler_config(self) -> SchedulerConfig:
         """Priority weights, topology plugin and related scheduler settings."""
+        ...
+
+    def partitions(self) -> list[PartitionRecord]:
+        """Every partition with its ``PriorityTier``, in configuration order (not read by cycles)."""
         ...
 
     def apply(self, actions: Sequence[Action]) -> list[ActionOutcome]:

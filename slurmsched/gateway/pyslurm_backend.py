@@ -12,7 +12,8 @@ Calls per cycle:
   predictor needs most (slurmdbd serves it, not slurmctld, so nothing is lost);
 * ``apply()``: ``pyslurm.Job(id).modify(pyslurm.JobSubmitDescription(...))`` per action
   (~1.3 ms). Values pyslurm 25.11.2 silently drops (``site_factor=0``, an empty
-  feature or node list) go through ``scontrol update`` instead.
+  feature or node list) go through ``scontrol update`` instead;
+* ``scheduler_config()`` and ``partitions()``: ``scontrol`` as in the CLI backend.
 
 Known pyslurm 25.11.2 pitfalls handled here: ``tres_per_node`` is always ``None`` (GPU
 requests come from ``gres_per_node``), ``state_reason`` may be the string ``"None"``,
@@ -30,8 +31,8 @@ from slurmsched.gateway.argv import update_argv
 from slurmsched.gateway.cli_backend import CliGateway
 from slurmsched.gateway.gres import gpu_count, gpu_type_of, gres_from_mapping
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
-                              NodeRecord, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition,
-                              SetSiteFactor, SetSwitches)
+                              NodeRecord, PartitionRecord, SchedulerConfig, SetExcludedNodes, SetFeatures,
+                              SetPartition, SetSiteFactor, SetSwitches)
 
 
 def import_pyslurm() -> Any:
@@ -85,6 +86,10 @@ class PyslurmGateway:
     def scheduler_config(self) -> SchedulerConfig:
         """From ``scontrol show config`` (as the CLI backend)."""
         return self.cli.scheduler_config()
+
+    def partitions(self) -> list[PartitionRecord]:
+        """From ``scontrol -a -o show partition`` (as the CLI backend)."""
+        return self.cli.partitions()
 
     def finished_since(self, since: float) -> list[JobRecord]:
         """Job attempts that ended at or after ``since``, via ``sacct --json`` (see module doc)."""

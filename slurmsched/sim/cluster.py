@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from slurmsched.errors import ConfigError
-from slurmsched.model import NodeRecord
+from slurmsched.model import NodeRecord, PartitionRecord
 
 _HOST_RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<ranges>[^\]]+)\](?P<suffix>.*)$")
 
@@ -183,12 +183,15 @@ def expand_hostlist(text: str) -> list[str]:
     return names
 
 
-def cluster_from_nodes(name: str, nodes: Sequence[NodeRecord]) -> ClusterSpec:
+def cluster_from_nodes(name: str, nodes: Sequence[NodeRecord],
+                       partitions: Sequence[PartitionRecord] = ()) -> ClusterSpec:
     """The simulated twin of a live cluster's GPU nodes (as ``sinfo`` reported them).
 
-    Partitions that share a node end up in one pool; partitions keep the order they
-    first appear in (the first is the default) and tier 1. Nodes without GPUs are left
-    out (the simulated cluster is a GPU pool).
+    Partitions that share a node end up in one pool. Each partition has the
+    ``PriorityTier`` of its entry in ``partitions`` (``scontrol show partition``; tier 1
+    when it has none); the default partition comes first, the others in the order of
+    ``partitions``, then in the order the nodes name them. Nodes without GPUs are left
+    out (the simulated cluster is a GPU pool), and so are partitions without a GPU node.
 
     Raises:
         ConfigError: no GPU node.
@@ -209,8 +212,11 @@ def cluster_from_nodes(name: str, nodes: Sequence[NodeRecord]) -> ClusterSpec:
             parent[root(other)] = root(first)
     specs = []
     for node in gpu_nodes:
-        partitions = node.partitions or ("main",)
+        names = node.partitions or ("main",)
         types = [g.type for g in node.gres if g.name == "gpu" and g.type]
-        specs.append(NodeSpec(node.name, node.gpus(), types[0] if types else None, root(partitions[0]), partitions))
-    order = dict.fromkeys(p for node in specs for p in node.partitions)
-    return ClusterSpec(name=name, nodes=tuple(specs), partitions=tuple(PartitionSpec(p, root(p)) for p in order))
+        specs.append(NodeSpec(node.name, node.gpus(), types[0] if types else None, root(names[0]), names))
+    described = {p.name: p for p in sorted(partitions, key=lambda p: not p.default)}
+    named = {p for node in specs for p in node.partitions}
+    order = [p for p in described if p in named] + [p for node in specs for p in node.partitions]
+    return ClusterSpec(name=name, nodes=tuple(specs), partitions=tuple(
+        PartitionSpec(p, root(p), described[p].tier if p in described else 1) for p in dict.fromkeys(order)))

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from slurmsched.config import Config
+from slurmsched.config import Config, SimSection
 from slurmsched.sim.cluster import ClusterSpec
 from slurmsched.sim.metrics import PolicyMetrics, compute_metrics, gain_share
 from slurmsched.sim.policies import SimPolicy, engine_factory, scheduler_config
@@ -40,6 +40,8 @@ class Comparison:
         offered_load: work offered per GPU-second over the arrival span.
         interval_s: the daemon's cycle interval used.
         runs: one per policy, in the order asked for.
+        slurmctld: the simulated slurmctld's settings (``[sim]``, or the live cluster's
+            priority weights with ``--nodes-from-slurm``).
     """
 
     source: str
@@ -49,6 +51,7 @@ class Comparison:
     offered_load: float
     interval_s: float
     runs: tuple[PolicyRun, ...]
+    slurmctld: SimSection
 
     def run(self, name: str) -> PolicyRun | None:
         """The run of the named policy, if it was simulated."""
@@ -101,4 +104,4 @@ def compare(workload: Workload, cluster: ClusterSpec, size_note: str, policies: 
     runs = run_side_by_side(inputs.run, policies, config.sim.workers)
     simulated = len(runs[0].result.outcomes) if runs else len(workload.jobs)
     return Comparison(workload.source, simulated, cluster, size_note, offered_load(workload, cluster),
-                      config.daemon.interval_s, tuple(runs))
+                      config.daemon.interval_s, tuple(runs), config.sim)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from slurmsched.gateway.protocol import SlurmGateway
-from slurmsched.model import Action, ActionOutcome, ClusterSnapshot, JobRecord, SchedulerConfig
+from slurmsched.model import Action, ActionOutcome, ClusterSnapshot, JobRecord, PartitionRecord, SchedulerConfig
 
 
 class RecordingGateway:
@@ -45,6 +45,10 @@ class RecordingGateway:
     def scheduler_config(self) -> SchedulerConfig:
         """The inner gateway's scheduler configuration."""
         return self.inner.scheduler_config()
+
+    def partitions(self) -> list[PartitionRecord]:
+        """The inner gateway's partitions."""
+        return self.inner.partitions()
 
     def apply(self, actions: Sequence[Action]) -> list[ActionOutcome]:
         """Send ``actions`` through the inner gateway (recorded with the outcomes)."""

@@ -45,7 +45,8 @@ class SizeRequest:
             (``None``: take it from the trace).
         target_load: offered load to size for when nothing else gives the size.
         default_gpus_per_node: GPUs per node when neither the option nor the trace says.
-        live: the live cluster's twin (``--nodes-from-slurm``), used as it is.
+        live: the live cluster's twin (``--nodes-from-slurm``), used as it is (its
+            priority weights are in ``[sim]`` already).
     """
 
     target_load: float
@@ -91,7 +92,8 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
     header = read_swf_header(path) if fmt == "swf" and path is not None else None
     per_node = request.gpus_per_node or (header.procs_per_node if header else request.default_gpus_per_node)
     if request.live is not None:
-        spec, note = request.live, f"the nodes slurmctld of {request.live.name!r} reports"
+        spec = request.live
+        note = f"the nodes, partitions and priority weights slurmctld of {spec.name!r} reports"
     elif request.nodes is not None:
         spec, note = ClusterSpec.uniform(request.nodes, per_node), "given"
     elif request.gpus is not None:

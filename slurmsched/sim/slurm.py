@@ -2,7 +2,8 @@
 
 :class:`SimulatedSlurm` is what the engine talks to in a simulation: ``snapshot()``
 shows pending and running jobs and the nodes, ``finished_since()`` plays accounting,
-``scheduler_config()`` returns the configured ``PriorityWeight*`` values and ``apply()``
+``scheduler_config()`` returns the configured ``PriorityWeight*`` values, ``partitions()``
+the declared partitions with their ``PriorityTier``, and ``apply()``
 changes pending jobs exactly as ``scontrol update`` would: a SiteFactor set here is
 the *only* way slurmsched's ranking reaches the simulated scheduler, as on a real site.
 
@@ -29,8 +30,8 @@ from dataclasses import dataclass, field, fields
 from typing import Mapping, Sequence
 
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
-                              NodeRecord, QueueDelta, SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition,
-                              SetSiteFactor, SetSwitches)
+                              NodeRecord, PartitionRecord, QueueDelta, SchedulerConfig, SetExcludedNodes,
+                              SetFeatures, SetPartition, SetSiteFactor, SetSwitches)
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.cluster import ClusterSpec, PartitionSpec, cluster_from_nodes, expand_hostlist
 from slurmsched.sim.job import SimJob
@@ -527,6 +528,11 @@ class SimulatedSlurm:
     def scheduler_config(self) -> SchedulerConfig:
         """The configured priority weights."""
         return self._config
+
+    def partitions(self) -> list[PartitionRecord]:
+        """The declared partitions and their tiers; the first is the default."""
+        default = self.spec.default_partition
+        return [PartitionRecord(p.name, p.tier, p is default) for p in self.spec.partitions]
 
     def apply(self, actions: Sequence[Action]) -> list[ActionOutcome]:
         """Apply ``scontrol update`` actions to pending jobs; one outcome per action.

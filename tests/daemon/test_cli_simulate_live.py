@@ -1,5 +1,5 @@
 """``slurmsched simulate --from-db --nodes-from-slurm`` on the dev cluster: the site's own
-history replayed on the twin of the nodes slurmctld reports."""
+history replayed on the twin of the nodes, partitions and priority weights slurmctld reports."""
 
 from __future__ import annotations
 
@@ -18,11 +18,24 @@ def test_history_replays_on_the_live_clusters_nodes(daemon_env, tmp_path) -> Non
     for line in daemon_env.cluster.run("sinfo", "-h", "-N", "-o", "%N|%G").stdout.split():
         node, gres = line.split("|")
         gpus[node] = sum(int(n) for n in re.findall(r"gpu:(?:[^:,(]+:)?(\d+)", gres))
+    show_config = daemon_env.cluster.run("scontrol", "show", "config").stdout
+    weight_age = int(re.search(r"^PriorityWeightAge\s*=\s*(\d+)", show_config, re.M).group(1))
+    with daemon_env.path.open("a") as config:  # [sim]'s weights give way to slurmctld's
+        config.write(f"[sim]\nweight_age = {weight_age + 1}\n")
+    tiers = dict(re.findall(r"^PartitionName=(\S+) .* PriorityTier=(\d+) ",
+                            daemon_env.cluster.run("scontrol", "-o", "show", "partition").stdout, re.M))
     out = tmp_path / "out"
-    result = daemon_env.cli("simulate", "--from-db", "--nodes-from-slurm", "--policy", "fifo,qssf", "--json",
-                            "--no-progress", "--out", str(out))
+    daemon_env.cluster.run("scontrol", "update", "PartitionName=short", "PriorityTier=3")
+    try:
+        result = daemon_env.cli("simulate", "--from-db", "--nodes-from-slurm", "--policy", "fifo,qssf", "--json",
+                                "--no-progress", "--out", str(out))
+    finally:
+        daemon_env.cluster.run("scontrol", "update", "PartitionName=short", f"PriorityTier={tiers['short']}")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["jobs"] == 70
-    cluster = json.loads((out / "results.json").read_text())["cluster"]
+    results = json.loads((out / "results.json").read_text())
+    cluster = results["cluster"]
     assert (cluster["nodes"], cluster["gpus"]) == (len(gpus), sum(gpus.values())) and cluster["gpus"] > 0
     assert "slurmctld" in cluster["size_from"]
+    assert [(p["name"], p["tier"]) for p in cluster["partitions"]] == [("gpu", int(tiers["gpu"])), ("short", 3)]
+    assert results["slurmctld"]["weight_age"] == weight_age

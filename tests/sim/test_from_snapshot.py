@@ -12,12 +12,12 @@ from slurmsched.errors import ConfigError
 from slurmsched.gateway.parse import parse_sinfo, parse_squeue
 from slurmsched.gateway.slurm_config import parse_show_config, scheduler_config
 from slurmsched.gateway.sprio import parse_sprio
-from slurmsched.model import ClusterSnapshot, JobState, NodeRecord, SetSiteFactor
+from slurmsched.model import ClusterSnapshot, JobState, NodeRecord, PartitionRecord, SchedulerConfig, SetSiteFactor
 from slurmsched.planner import Planner
 from slurmsched.policy import make_policy
 from slurmsched.predict.registry import make_predictor
 from slurmsched.sim.clock import SimClock
-from slurmsched.sim.cluster import cluster_from_nodes, expand_hostlist
+from slurmsched.sim.cluster import ClusterSpec, NodeSpec, PartitionSpec, cluster_from_nodes, expand_hostlist
 from slurmsched.sim.slurm import SimulatedSlurm
 from slurmsched.store.memory import MemoryJobRepository
 
@@ -46,6 +46,29 @@ def test_overlapping_partitions_share_a_pool() -> None:
     assert [(p.name, spec.partition_gpus(p)) for p in spec.partitions] == [("gpu", 24), ("a100", 16)]
     with pytest.raises(ConfigError):
         cluster_from_nodes("c", [NodeRecord("cpu1", ("IDLE",))])
+
+
+def test_partition_tiers_and_the_default_come_from_scontrol() -> None:
+    nodes = recorded().nodes
+    described = [PartitionRecord("cpu", 5), PartitionRecord("a100", 2), PartitionRecord("gpu", 1, default=True)]
+    spec = cluster_from_nodes("c", nodes, described)
+    # the default first, then scontrol's order; "cpu" has no GPU node and is left out
+    assert [(p.name, p.tier) for p in spec.partitions] == [("gpu", 1), ("a100", 2)]
+    assert spec.default_partition.name == "gpu"
+    # a partition scontrol does not describe keeps tier 1
+    assert [(p.name, p.tier) for p in cluster_from_nodes("c", nodes, described[1:2]).partitions] == [
+        ("a100", 2), ("gpu", 1)]
+
+
+def test_the_twin_of_a_simulated_cluster_is_that_cluster() -> None:
+    spec = ClusterSpec(name="c", nodes=(NodeSpec("a1", 8, "a100", "p", ("gpu", "urgent")),
+                                        NodeSpec("v1", 4, "v100", "p", ("gpu",))),
+                       partitions=(PartitionSpec("gpu", "p"), PartitionSpec("urgent", "p", tier=3)))
+    slurm = SimulatedSlurm(spec, SchedulerConfig(), SimClock(0.0))
+    twin = cluster_from_nodes("c", slurm.snapshot().nodes, slurm.partitions())
+    assert [(p.name, p.tier) for p in twin.partitions] == [("gpu", 1), ("urgent", 3)]
+    assert [(n.name, n.gpus, n.gpu_type, n.partitions) for n in twin.nodes] == [
+        (n.name, n.gpus, n.gpu_type, n.partitions) for n in spec.nodes]
 
 
 def test_the_twin_shows_the_recorded_queue_and_holds_running_jobs_gpus() -> None:

@@ -161,6 +161,22 @@ def test_simulate_command_refuses_bad_input(args: list[str], message: str, tmp_p
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
 
 
+def test_nodes_from_slurm_needs_multifactor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from slurmsched.model import SchedulerConfig
+    from slurmsched.sim.clock import SimClock
+    from slurmsched.sim.cluster import ClusterSpec
+    from slurmsched.sim.slurm import SimulatedSlurm
+
+    basic = SimulatedSlurm(ClusterSpec.uniform(2, 4, name="site"), SchedulerConfig(priority_type="priority/basic"),
+                           SimClock(0.0))
+    monkeypatch.setattr("slurmsched.gateway.factory.make_gateway", lambda config: basic)
+    trace = write_swf(tmp_path / "x.swf", [(1, 0, 10, 1, 20, 1)])
+    result = CliRunner().invoke(main, ["simulate", "--trace", str(trace), "--format", "swf", "--nodes-from-slurm",
+                                       "--no-progress"], env={"SLURMSCHED_CONFIG": None})
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "slurmctld of 'site' runs priority/basic, where SiteFactor changes nothing" in result.output
+
+
 def test_simulate_replays_the_history_database(tmp_path: Path) -> None:
     from slurmsched.store.repository import SqlJobRepository
     from slurmsched.workload import WorkloadSpec, generate_workload

@@ -153,16 +153,16 @@ class CliGateway:
         without calling Slurm.
         """
         outcomes: list[ActionOutcome | None] = [None] * len(actions)
-        groups: dict[int, list[int]] = {}
+        groups: dict[int, list[tuple[int, SetSiteFactor]]] = {}
         for index, action in enumerate(actions):
             if isinstance(action, SetSiteFactor) and isinstance(action.value, int):
-                groups.setdefault(action.value, []).append(index)
+                groups.setdefault(action.value, []).append((index, action))
             else:
                 outcomes[index] = self._apply_one(action)
-        for value, indexes in groups.items():
-            for start in range(0, len(indexes), SITE_FACTOR_BATCH):
-                chunk = indexes[start:start + SITE_FACTOR_BATCH]
-                for index, outcome in zip(chunk, self._apply_site_factor([actions[i] for i in chunk], value)):
+        for value, members in groups.items():
+            for start in range(0, len(members), SITE_FACTOR_BATCH):
+                chunk = members[start:start + SITE_FACTOR_BATCH]
+                for (index, _), outcome in zip(chunk, self._apply_site_factor([a for _, a in chunk], value)):
                     outcomes[index] = outcome
         done = [o for o in outcomes if o is not None]
         log.debug("apply: %d actions (%d SiteFactor values), %d failed", len(done), len(groups),

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from slurmsched.config import Config
 from slurmsched.errors import ConfigError
 from slurmsched.gateway.cli_backend import CliGateway
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.gateway.pyslurm_backend import PyslurmGateway, import_pyslurm
+
+
+class _GatewayKwargs(TypedDict):
+    slurm_conf: str | None
+    bin_dir: str | None
+    timeout_s: float
 
 
 def pyslurm_available() -> bool:
@@ -30,7 +38,7 @@ def make_gateway(config: Config) -> SlurmGateway:
         ConfigError: ``pyslurm`` was asked for and cannot be imported.
     """
     slurm = config.slurm
-    kwargs = {"slurm_conf": slurm.conf or None, "bin_dir": slurm.bin_dir or None, "timeout_s": slurm.timeout_s}
+    kwargs: _GatewayKwargs = {"slurm_conf": slurm.conf or None, "bin_dir": slurm.bin_dir or None, "timeout_s": slurm.timeout_s}
     if slurm.backend == "pyslurm" or (slurm.backend == "auto" and pyslurm_available()):
         return PyslurmGateway(**kwargs)
     return CliGateway(**kwargs)

@@ -16,7 +16,7 @@ their results are immutable, so sharing them is safe.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from slurmsched.model import GresRequest
 
@@ -115,8 +115,8 @@ def _gpu_totals(pairs: Iterable[tuple[str, int]]) -> tuple[int, str | None]:
         if name == "gpu":
             total = count
         elif name.startswith("gpu:"):
-            gpu_type = name[4:]
-            typed[gpu_type] = typed.get(gpu_type, 0) + count
+            kind = name[4:]
+            typed[kind] = typed.get(kind, 0) + count
     if total is None:
         total = sum(typed.values())
     gpu_type = max(typed, key=typed.__getitem__) if typed else None
@@ -144,7 +144,7 @@ def gpus_from_tres(text: str | None) -> tuple[int, str | None]:
     return _gpu_totals(pairs)
 
 
-def gpus_from_tres_list(entries: Iterable[Mapping[str, object]] | None) -> tuple[int, str | None]:
+def gpus_from_tres_list(entries: Iterable[Mapping[str, Any]] | None) -> tuple[int, str | None]:
     """Total GPUs and GPU type from an accounting TRES list (``sacct --json``'s ``tres``).
 
     Entries look like ``{"type": "gres", "name": "gpu:a100", "count": 4}``.
@@ -169,7 +169,7 @@ def gpu_type_of(requests: Iterable[GresRequest]) -> str | None:
     return None
 
 
-def gres_from_mapping(mapping: Mapping[str, object] | None) -> tuple[GresRequest, ...]:
+def gres_from_mapping(mapping: Mapping[str, Any] | None) -> tuple[GresRequest, ...]:
     """pyslurm's GRES dicts -> GresRequest values.
 
     Keys look like ``"gres/gpu:a100"``, ``"gpu:a100"`` or ``"gpu"``; values are counts

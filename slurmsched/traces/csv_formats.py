@@ -5,7 +5,7 @@ See the package docstring for how each maps onto :class:`JobRecord`.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, TypedDict
 
 from slurmsched.model import JobRecord, JobState
 from slurmsched.traces.base import (HELIOS_EPOCH, TRACE_EPOCH, RowError, TraceItem, duration, integer,
@@ -14,7 +14,12 @@ from slurmsched.traces.base import (HELIOS_EPOCH, TRACE_EPOCH, RowError, TraceIt
 _HELIOS_STATES = {"CANCELED": JobState.CANCELLED}
 
 
-def _ran(submit: float, seconds: float) -> dict[str, float]:
+class _Ran(TypedDict):
+    start_time: float
+    end_time: float
+
+
+def _ran(submit: float, seconds: float) -> _Ran:
     """start/end for traces without a start time: wait unknown, recorded as zero."""
     return {"start_time": submit, "end_time": submit + seconds}
 

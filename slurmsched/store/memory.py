@@ -57,7 +57,7 @@ class MemoryJobRepository:
         self._last_decisions: dict[tuple[int, str], tuple[Any, ...]] = {}
         self._applied: dict[tuple[int, str], AppliedChange] = {}
         self._models: dict[str, tuple[str, bytes, dict[str, object]]] = {}
-        self._undo: list[Callable[[], None] | tuple[dict, Any, bool, Any]] | None = None
+        self._undo: list[Callable[[], object] | tuple[dict, Any, bool, Any]] | None = None
 
     # --- transactions ---------------------------------------------------------------
 
@@ -84,7 +84,7 @@ class MemoryJobRepository:
         finally:
             self._undo = None
 
-    def _log(self, undo: Callable[[], None]) -> None:
+    def _log(self, undo: Callable[[], object]) -> None:
         if self._undo is not None:
             self._undo.append(undo)
 

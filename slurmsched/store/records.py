@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from sqlalchemy import Row
-
 from slurmsched.model import GresRequest, JobRecord, JobState
 from slurmsched.store.schema import Job
 
@@ -72,7 +70,7 @@ def unique_attempts(jobs: Sequence[JobRecord], cluster: str = "") -> list[dict[s
     return list(rows.values())
 
 
-def row_to_job(row: Row[Any] | Sequence[Any]) -> JobRecord:
+def row_to_job(row: Sequence[Any]) -> JobRecord:
     """Rebuild a JobRecord from a row selected with :data:`JOB_COLUMNS`."""
     (cluster, job_id, restart_count, array_job_id, array_task_id, user, account, partition,
      qos, name, submit, eligible, start, end, limit, nodes, cpus, memory_mb, gpus, gpu_type,

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import Connection, Engine, Table, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, FromClause, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from slurmsched.config import Config
@@ -32,7 +32,7 @@ from slurmsched.store.schema import (AppliedChangeRow, Control, Cursor, Cycle, D
 GONE = "GONE"
 
 
-def upsert(conn: Connection, table: Table, rows: list[dict[str, Any]], key: Sequence[str],
+def upsert(conn: Connection, table: FromClause, rows: list[dict[str, Any]], key: Sequence[str],
            overwrite: Sequence[str] | None = None) -> None:
     """Insert ``rows`` (one executemany), updating the ``overwrite`` columns of rows whose ``key`` exists.
 
@@ -251,7 +251,7 @@ class SqlJobRepository:
         if cluster is not None:
             query = query.where(Transition.cluster == cluster)
         with self._conn(write=False) as conn:
-            return [tuple(row) for row in conn.execute(query)]
+            return [(at, from_state, to_state, reason) for at, from_state, to_state, reason in conn.execute(query)]
 
     # --- cursors and control ------------------------------------------------------
 
@@ -282,7 +282,8 @@ class SqlJobRepository:
         with self._conn() as conn:
             result = conn.execute(insert(Cycle).values(started_at=started_at, dry_run=dry_run, pending=0,
                                                        running=0, actions=0, failed=0, timings={}))
-            return int(result.inserted_primary_key[0])
+            # SQLAlchemy types inserted_primary_key Optional; a single-row INSERT always sets it
+            return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     def finish_cycle(self, cycle_id: int, *, pending: int, running: int, actions: int,
                      failed: int, timings: dict[str, float]) -> None:

@@ -25,7 +25,7 @@ import logging
 import operator
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypedDict
 
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, Prediction, QueueDelta,
@@ -43,6 +43,13 @@ CURSOR = "sacct"
 KINDS = tuple(cls.__name__ for cls in (SetSiteFactor, SetSwitches, SetFeatures, SetExcludedNodes, SetPartition))
 
 _Key = tuple[int, str]
+
+
+class _QueueArgs(TypedDict, total=False):
+    """The keyword arguments :meth:`QueueTracker.update` takes the queue as: one of the two."""
+
+    pending: Sequence[JobRecord]
+    delta: QueueDelta
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +176,7 @@ class Engine:
                 self._last_fit is None or now - self._last_fit >= self.refit_interval_s):
             self.refit(now)
         first = self._full_at is None  # the first cycle, or the one after a failed cycle
-        full = first or not 0 <= now - self._full_at < self.refresh_s
+        full = self._full_at is None or not 0 <= now - self._full_at < self.refresh_s
         moved: set[int] = set()
         if full:
             applied, known = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}, self._applied
@@ -309,7 +316,7 @@ class Engine:
         ids = self._tracker.jobs
         return [key for key in self._applied if key[0] not in ids]
 
-    def _queue(self, snapshot: ClusterSnapshot, first: bool) -> dict[str, object]:
+    def _queue(self, snapshot: ClusterSnapshot, first: bool) -> _QueueArgs:
         """What the tracker takes in: the gateway's delta when it is relative to the last
         snapshot seen (and this is not a first cycle), else the pending jobs."""
         delta, serial = snapshot.delta, self._serial
@@ -317,7 +324,8 @@ class Engine:
         if not first and delta is not None and delta.base == serial:
             return {"delta": delta}
         jobs = snapshot.jobs
-        if not first and len(jobs) == len(self._jobs) and all(map(operator.is_, jobs, self._jobs)):
+        if (not first and serial is not None and len(jobs) == len(self._jobs)
+                and all(map(operator.is_, jobs, self._jobs))):
             return {"delta": QueueDelta(serial, (), frozenset())}  # the very records of the last cycle
         self._jobs = jobs
         return {"pending": snapshot.pending}

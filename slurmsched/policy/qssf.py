@@ -140,7 +140,8 @@ class QssfPolicy(ScoringPolicy):
         self.args = args or QssfArgs()
         self.aging = aging
         self.name = "qssf" if aging else "qssf-noaging"
-        self.guard_s = self.args.max_wait_h * 3600.0 if aging else None
+        self._max_wait_s = self.args.max_wait_h * 3600.0
+        self.guard_s = self._max_wait_s if aging else None
         self._step_s = self.args.aging_step_h * 3600.0
         self._halvings_per_step = self.args.aging_step_h / self.args.halflife_h
         self._mean = self.args.estimate == "mean"
@@ -156,7 +157,7 @@ class QssfPolicy(ScoringPolicy):
 
     def _halvings(self, ticks: int, patience: float) -> float:
         """Halvings after ``ticks`` aging ticks: ``halflife_h`` stretched by patience / ``max_wait_h`` (aging on)."""
-        return ticks * self._halvings_per_step * self.guard_s / patience
+        return ticks * self._halvings_per_step * self._max_wait_s / patience
 
     def patience_s(self, backlog_s: float, duration_s: float = 0.0) -> float:
         """When the guard expires for a job with this backlog wait and expected run time

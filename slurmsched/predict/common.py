@@ -29,7 +29,8 @@ def hit_limit(job: JobRecord, runtime: float) -> bool:
     """True when the job was stopped by (or ran into) its time limit."""
     if job.state is JobState.TIMEOUT:
         return True
-    return bool(job.time_limit_s) and runtime >= 0.99 * job.time_limit_s
+    limit = job.time_limit_s
+    return bool(limit and runtime >= 0.99 * limit)
 
 
 def limit_of(job: JobRecord) -> float | None:

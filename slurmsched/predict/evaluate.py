@@ -123,7 +123,8 @@ def evaluate(jobs: Iterable[JobRecord], predictors: Sequence[StagedPredictor],
             log.info("refit %d on %d jobs", refits, len(history))
         for entry in pending:
             entry.prepared.extend(entry.predictor.prepare([job]))
-        heapq.heappush(running, (job.end_time, seq, job))  # type: ignore[arg-type]
+        assert job.end_time is not None  # a job with a run time has ended
+        heapq.heappush(running, (job.end_time, seq, job))
         if progress is not None and seq % 1000 == 999:
             progress(1000)
     for entry in pending:

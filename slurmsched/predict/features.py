@@ -23,7 +23,7 @@ import re
 import zlib
 from collections import Counter
 from operator import itemgetter
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from slurmsched.model import JobRecord
 from slurmsched.predict.common import limit_of, units
@@ -120,6 +120,11 @@ class Snapshot(NamedTuple):
     row: tuple[float, ...]
 
 
+#: :meth:`FeatureState.snapshot`'s cache: per set of jobs alike, the snapshot without time columns and the
+#: snapshots by submit hour.
+SnapshotCache = dict[tuple[Any, ...], tuple[Snapshot, dict[int, Snapshot]]]
+
+
 class FeatureState:
     """History statistics and per-user expert records; updated run by run."""
 
@@ -170,7 +175,7 @@ class FeatureState:
         limit = limit_of(job)
         return self._expert_values(self._expert_stats(job), math.log2(limit) if limit is not None else _NAN)
 
-    def snapshot(self, job: JobRecord, cache: dict | None = None) -> Snapshot:
+    def snapshot(self, job: JobRecord, cache: SnapshotCache | None = None) -> Snapshot:
         """The job's experts, trusted expert, anchor and feature row from the statistics now.
 
         Args:

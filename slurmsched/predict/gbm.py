@@ -47,7 +47,7 @@ import logging
 import math
 import pickle
 from collections import OrderedDict
-from typing import NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Sequence, cast
 
 import numpy as np
 import sklearn
@@ -58,7 +58,7 @@ from slurmsched.errors import SlurmschedError
 from slurmsched.model import JobRecord, Prediction
 from slurmsched.predict.common import MIN_RUNTIME_S, limit_of
 from slurmsched.predict.features import (COLUMNS, EXPERTS, CategoryCodes, FeatureState,
-                                         Snapshot, replay)
+                                         Snapshot, SnapshotCache, replay)
 from slurmsched.predict.history import run_of
 from slurmsched.predict.trees import CompiledTrees
 
@@ -169,7 +169,8 @@ class SlurmschedPredictor:
         fewer than :data:`MIN_TRAIN_JOBS` rows only the statistics are rebuilt.
         """
         runs = [job for job in history if job.runtime_s is not None]
-        latest = max((job.end_time for job in runs), default=float("-inf"))  # type: ignore[type-var]
+        ends = cast("Iterator[float]", (job.end_time for job in runs))  # a run has an end time
+        latest = max(ends, default=float("-inf"))
         if len(runs) != self.runs_seen or latest != self.seen_until:
             self._replay(history, len(runs), latest)
         if self._kept < MIN_TRAIN_JOBS:
@@ -231,7 +232,7 @@ class SlurmschedPredictor:
     def prepare(self, jobs: Sequence[JobRecord]) -> list[object]:
         """Snapshot each job's experts and features from the statistics now."""
         out: list[object] = []
-        cache: dict = {}
+        cache: SnapshotCache = {}
         pending = self._pending
         for job in jobs:
             snapshot = self.state.snapshot(job, cache)

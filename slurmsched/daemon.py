@@ -27,10 +27,10 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from types import FrameType
-from typing import Callable
+from typing import Callable, cast
 
 from slurmsched.config import Config
-from slurmsched.engine import CycleReport, Engine, SystemClock
+from slurmsched.engine import Clock, CycleReport, Engine, SystemClock
 from slurmsched.engine.cycle import CURSOR
 from slurmsched.errors import SlurmschedError
 from slurmsched.gateway.protocol import SlurmGateway
@@ -67,19 +67,21 @@ class Daemon:
         gateway, repository, policy, planner: as for :class:`Engine`.
         predictor: a fresh (unfitted) predictor; replaced by the saved model when one
             is loaded.
-        clock: wall clock; its ``stop`` event ends the loop gracefully.
+        clock: wall clock; its ``stop`` event ends the loop gracefully. :meth:`run` and
+            :meth:`stop` need a :class:`SystemClock`; the simulator, which only calls
+            :meth:`cycle`, gives its own clock.
     """
 
     def __init__(self, config: Config, gateway: SlurmGateway, repository: JobRepository,
                  predictor: Predictor, policy: Policy, planner: Planner,
-                 clock: SystemClock | None = None) -> None:
+                 clock: Clock | None = None) -> None:
         self.config = config
         self.settings = config.daemon
         self.gateway = gateway
         self.repository = repository
         self.policy = policy
         self.planner = planner
-        self.clock = clock or SystemClock()
+        self.clock: Clock = clock or SystemClock()
         self.schedule = RefitSchedule(interval_s=self.settings.refit_interval_s)
         self._last_fit: float | None = None
         self._fitted_jobs: int | None = None
@@ -105,7 +107,7 @@ class Daemon:
         restore = self._install_signals() if handle_signals else None
         cycles = failed = 0
         try:
-            while not self.clock.stop.is_set():
+            while not cast(SystemClock, self.clock).stop.is_set():  # the loop runs on the wall clock
                 began = self.clock.now()
                 try:
                     self.cycle(began)
@@ -145,7 +147,7 @@ class Daemon:
 
     def stop(self) -> None:
         """Ask the loop to stop after the current cycle."""
-        self.clock.stop.set()
+        cast(SystemClock, self.clock).stop.set()
 
     # -- signals ----------------------------------------------------------------------
 
@@ -156,7 +158,7 @@ class Daemon:
         previous = {s: signal.getsignal(s) for s in signals}
 
         def handler(signum: int, _frame: FrameType | None) -> None:
-            if self.clock.stop.is_set():
+            if cast(SystemClock, self.clock).stop.is_set():
                 raise StopNow()
             log.warning("%s: stopping after the current cycle (send it again to stop now)",
                         signal.Signals(signum).name)
@@ -201,7 +203,9 @@ class Daemon:
     def _load_model(self, predictor: Predictor) -> Predictor | None:
         """The newest saved model of ``predictor.name`` plus what finished since, or ``None``."""
         restore = getattr(type(predictor), "from_bytes", None)
-        saved = self.repository.load_model(predictor.name) if restore is not None else None
+        if restore is None:
+            return None
+        saved = self.repository.load_model(predictor.name)
         if saved is None:
             return None
         version, blob, meta = saved

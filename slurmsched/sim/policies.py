@@ -43,6 +43,7 @@ from slurmsched.config import Config
 from slurmsched.errors import ConfigError
 from slurmsched.model import SchedulerConfig
 from slurmsched.policy.registry import POLICIES, make_policy
+from slurmsched.predict.protocol import Predictor
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.oracle import OraclePredictor
 from slurmsched.sim.runner import CycleRunner, EngineFactory
@@ -128,7 +129,7 @@ def _parse_one(item: str, config: Config) -> SimPolicy:
             raise ConfigError(f"--policy {item}: {key} is given twice")
         settings[key] = value
     predictor = settings.get(PREDICTOR_KEY, base.predictor)
-    if predictor != base.predictor:
+    if predictor is not None and predictor != base.predictor:
         from slurmsched.predict.registry import check_predictor
 
         if base.predictor == "oracle":
@@ -207,6 +208,7 @@ def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, fl
         from slurmsched.planner import Planner
         from slurmsched.store.memory import MemoryJobRepository
 
+        predictor: Predictor
         if predictor_name == "oracle":
             predictor = OraclePredictor(durations)
         else:

@@ -147,6 +147,7 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
 
     def started(batch: list[SimJob]) -> None:
         for job in batch:
+            assert job.start is not None  # schedule() returns the jobs it started
             heapq.heappush(completions, (job.start + job.duration, job.job_id, job))
 
     while next_arrival < len(sim_jobs) or completions or slurm.pending_count:
@@ -174,6 +175,7 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
         while completions and completions[0][0] == t_event:
             job = heapq.heappop(completions)[2]
             slurm.finish(job)
+            assert job.start is not None  # it ran
             outcomes.append(JobOutcome(job.job_id, job.submit, job.start, t_event, job.units))
             finished += 1
         while next_arrival < len(sim_jobs) and sim_jobs[next_arrival].submit == t_event:

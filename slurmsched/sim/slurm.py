@@ -290,6 +290,7 @@ class SimulatedSlurm:
         pool = self._pools[job.partition.pool]
         pool.release(job.alloc)
         self._touch(job.alloc)
+        assert job.start is not None  # it is running
         expected_end = job.start + job.bf_limit
         ends = self._by_end[pool.name]
         del ends[bisect_left(ends, (expected_end, job.job_id))]
@@ -396,6 +397,7 @@ class SimulatedSlurm:
                 state.reservations[pool_name] = kept
             return False
         if delays:
+            assert reservation is not None  # only a reservation delays
             shadow = reservation.state
             assert shadow is not None  # an infinite shadow time delays nothing
             if not shadow.try_take(alloc):

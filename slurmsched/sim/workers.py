@@ -52,7 +52,7 @@ def _run(item: object) -> object:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def run_side_by_side(task: Task, items: Sequence[Item], workers: int) -> list[Result]:
+def run_side_by_side(task: Task[Item, Result], items: Sequence[Item], workers: int) -> list[Result]:
     """``task(item, line)`` for every item, in order: in-process, or on up to ``workers`` processes.
 
     ``task`` must pickle (a module-level function, or a method of a picklable object).

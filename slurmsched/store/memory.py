@@ -281,7 +281,7 @@ class MemoryJobRepository:
         """Keep a fitted model as the newest version of ``name``."""
         self._set(self._models, name, (version, bytes(blob), dict(meta)))
 
-    def load_model(self, name: str) -> tuple[str, bytes, dict[str, object]] | None:
+    def load_model(self, name: str) -> tuple[str, bytes, dict[str, Any]] | None:
         """The newest (version, blob, meta) of a model, or ``None``."""
         saved = self._models.get(name)
         return None if saved is None else (saved[0], saved[1], dict(saved[2]))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from slurmsched.model import ClusterSnapshot, Decision, JobRecord, Prediction
 
@@ -121,7 +121,7 @@ class JobRepository(Protocol):
         """Store a fitted model (``blob`` is opaque bytes) as the newest version of ``name``."""
         ...
 
-    def load_model(self, name: str) -> tuple[str, bytes, dict[str, object]] | None:
+    def load_model(self, name: str) -> tuple[str, bytes, dict[str, Any]] | None:
         """The newest (version, blob, meta) of a model, or ``None`` if none was saved."""
         ...
 

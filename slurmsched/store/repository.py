@@ -396,7 +396,7 @@ class SqlJobRepository:
             conn.execute(insert(ModelRow).values(name=name, version=version, blob=blob, meta=dict(meta),
                                                  saved_at=time.time()))
 
-    def load_model(self, name: str) -> tuple[str, bytes, dict[str, object]] | None:
+    def load_model(self, name: str) -> tuple[str, bytes, dict[str, Any]] | None:
         """The newest (version, blob, meta) of a model, or ``None`` if none was saved."""
         query = select(ModelRow.version, ModelRow.blob, ModelRow.meta).where(
             ModelRow.name == name).order_by(ModelRow.id.desc()).limit(1)

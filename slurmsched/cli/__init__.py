@@ -56,7 +56,9 @@ class _LazyConfig:
 
 def get_config(ctx: click.Context) -> Config:
     """The current command's configuration."""
-    return ctx.find_object(_LazyConfig).get()
+    lazy = ctx.find_object(_LazyConfig)
+    assert lazy is not None  # main() puts it on the root context of every command
+    return lazy.get()
 
 
 def _register() -> None:

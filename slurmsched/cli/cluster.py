@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Sequence
 
 import click
 
@@ -38,7 +39,7 @@ def _node_gpus(node: NodeRecord) -> str:
     return " ".join(f"{t or 'gpu'} {node.gpus_used(t or None)}/{node.gpus(t or None)}" for t in types)
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 

@@ -15,6 +15,7 @@ import time
 from contextlib import closing
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -24,6 +25,9 @@ from slurmsched.config import Config
 from slurmsched.errors import SlurmschedError
 from slurmsched.model import Decision
 from slurmsched.store.protocol import JobRepository
+
+if TYPE_CHECKING:
+    from slurmsched.store.repository import SqlJobRepository
 
 PAUSED_HINT = "run 'slurmsched resume' to let it act again"
 
@@ -88,7 +92,7 @@ def run(ctx: click.Context, interval: float | None, once: bool, dry_run: bool | 
     try:
         result = daemon.run(once=once)
     finally:
-        daemon.repository.close()
+        cast("SqlJobRepository", daemon.repository).close()  # build_daemon opens the SQL store
     if result.interrupted:
         ctx.exit(130)
 
@@ -282,7 +286,7 @@ def check(ctx: click.Context) -> None:
     line("ok", f"config {config.source}")
     for field in dataclasses.fields(config):
         section = getattr(config, field.name)
-        if dataclasses.is_dataclass(section):
+        if dataclasses.is_dataclass(section) and not isinstance(section, type):
             values = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(section).items())
             click.echo(f"     [{field.name}] {values}")
     try:

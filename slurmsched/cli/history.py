@@ -98,11 +98,13 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
     try:
         with tqdm(unit=" jobs", desc="importing", disable=None, leave=False) as bar:
             if trace is not None:
+                assert fmt is not None  # checked above
                 report = import_trace(repo, trace, fmt, cluster=cluster, batch_size=batch_size, progress=bar)
                 source = trace
             else:
                 from slurmsched.gateway import make_gateway
 
+                assert since is not None  # checked above
                 report = import_accounting(repo, make_gateway(config), since, window_s=window_s, progress=bar)
                 source = "accounting"
     finally:

@@ -18,9 +18,12 @@ from slurmsched.cli.output import output_file, writing
 from slurmsched.traces import FORMATS
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from slurmsched.model import JobRecord
     from slurmsched.predict.evaluate import Evaluation
     from slurmsched.predict.protocol import StagedPredictor
+    from slurmsched.traces.base import BadLine
 
 BASELINES = ("user_limit", "helios", "last2")
 
@@ -100,8 +103,7 @@ def _restore(repo, name: str) -> tuple["StagedPredictor", str]:  # noqa: ANN001 
 
     predictor = make_predictor(name)
     restore = getattr(type(predictor), "from_bytes", None)
-    saved = repo.load_model(name) if restore is not None else None
-    if saved is not None:
+    if restore is not None and (saved := repo.load_model(name)) is not None:
         version, blob, meta = saved
         try:
             loaded = restore(blob)
@@ -148,7 +150,7 @@ def evaluate_cmd(ctx: click.Context, trace: str | None, fmt: str | None, from_db
     result = _run(jobs)
     if plot is not None:
         with writing(plot, "--plot"):
-            _plot(result, plot_path)
+            _plot(result, plot)
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return
@@ -165,10 +167,14 @@ def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: s
     if trace is not None:
         from slurmsched.traces import iter_trace
 
-        jobs, bad = [], []
+        jobs: list[JobRecord] = []
+        bad: list[BadLine] = []
         with tqdm(desc="reading", unit=" jobs", disable=None, leave=False) as bar:
             for item in iter_trace(trace, fmt):  # type: ignore[arg-type]
-                (jobs if isinstance(item, JobRecord) else bad).append(item)
+                if isinstance(item, JobRecord):
+                    jobs.append(item)
+                else:
+                    bad.append(item)
                 bar.update()
         if bad:
             shown = ", ".join(str(b.lineno) for b in bad[:10])
@@ -216,7 +222,7 @@ def render(result: "Evaluation") -> str:
     return "\n".join(lines)
 
 
-def _plot(result: "Evaluation", path: str) -> None:
+def _plot(result: "Evaluation", path: Path) -> None:
     """PNG: histogram of log2(predicted/actual) per predictor, and the CDF of |log2 error|."""
     import matplotlib
 

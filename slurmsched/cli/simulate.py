@@ -95,6 +95,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
     if nodes_from_slurm:  # before a long read: Slurm may be down
         live, config = _live_cluster(config)
     if trace is not None:
+        assert fmt is not None  # checked above
         workload = load_trace(trace, fmt, limit=limit, progress=progress)
     else:
         from slurmsched.store.repository import open_repository

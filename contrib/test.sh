@@ -5,10 +5,11 @@
 #   contrib/test.sh [PYTEST ARGS...]
 #
 # On a fresh Debian 12 machine as root. Steps: system packages and .venv
-# (contrib/setup.sh test,postgres), the compose cluster (contrib/compose/up.sh; left running,
-# stop it with contrib/compose/down.sh), the dev Slurm cluster (contrib/dev-cluster/up.sh; left
-# running afterwards, stop it with contrib/dev-cluster/down.sh), then pytest over tests/
-# with every marker. Exits non-zero if a step fails, a test fails, or no test ran at all.
+# (contrib/setup.sh test,postgres), static checks (pyflakes, mypy; a finding fails the run),
+# the compose cluster (contrib/compose/up.sh; left running, stop it with
+# contrib/compose/down.sh), the dev Slurm cluster (contrib/dev-cluster/up.sh; left running
+# afterwards, stop it with contrib/dev-cluster/down.sh), then pytest over tests/ with every
+# marker. Exits non-zero if a step fails, a test fails, or no test ran at all.
 # Honours SLURMSCHED_DEV_STATE / SLURMSCHED_DEV_PORT (which dev cluster to use).
 set -euo pipefail
 
@@ -43,6 +44,10 @@ trap finish EXIT
 
 step "system packages and .venv (contrib/setup.sh)"
 bash contrib/setup.sh test,postgres
+
+step "static checks: pyflakes, mypy"
+.venv/bin/pyflakes slurmsched tests bench
+.venv/bin/mypy --ignore-missing-imports slurmsched
 
 step "compose cluster: Slurm 24.11 + daemon in containers (contrib/compose/up.sh)"
 # podman (or Docker), the debian:trixie base image, the images (each built once) and the

@@ -12,6 +12,8 @@ from slurmsched.gateway.pyslurm_backend import PyslurmGateway, import_pyslurm
 
 
 class _GatewayKwargs(TypedDict):
+    """What either backend's constructor takes from ``[slurm]``."""
+
     slurm_conf: str | None
     bin_dir: str | None
     timeout_s: float
@@ -38,7 +40,8 @@ def make_gateway(config: Config) -> SlurmGateway:
         ConfigError: ``pyslurm`` was asked for and cannot be imported.
     """
     slurm = config.slurm
-    kwargs: _GatewayKwargs = {"slurm_conf": slurm.conf or None, "bin_dir": slurm.bin_dir or None, "timeout_s": slurm.timeout_s}
+    kwargs: _GatewayKwargs = {"slurm_conf": slurm.conf or None, "bin_dir": slurm.bin_dir or None,
+                              "timeout_s": slurm.timeout_s}
     if slurm.backend == "pyslurm" or (slurm.backend == "auto" and pyslurm_available()):
         return PyslurmGateway(**kwargs)
     return CliGateway(**kwargs)

@@ -15,6 +15,8 @@ _HELIOS_STATES = {"CANCELED": JobState.CANCELLED}
 
 
 class _Ran(TypedDict):
+    """The ``start_time``/``end_time`` keywords of :func:`_ran`."""
+
     start_time: float
     end_time: float
 

@@ -153,11 +153,11 @@ def test_a_policy_is_compared_with_other_settings(tmp_path: Path) -> None:
     (["--trace", "x.swf", "--format", "swf", "--policy", "fifo,qssf:max_wait_h=soon"],
      "--policy qssf:max_wait_h=soon: policy.qssf.max_wait_h must be a number (got 'soon')"),
 ])
-def test_simulate_command_refuses_bad_input(args: list[str], message: str, tmp_path: Path) -> None:
-    runner = CliRunner()
-    with runner.isolated_filesystem(temp_dir=tmp_path) as here:
-        write_swf(Path(here) / "x.swf", [(1, 0, 10, 1, 20, 1)])
-        result = runner.invoke(main, ["simulate", *args, "--no-progress"], env={"SLURMSCHED_CONFIG": None})
+def test_simulate_command_refuses_bad_input(args: list[str], message: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the arguments name files relative to it
+    write_swf(tmp_path / "x.swf", [(1, 0, 10, 1, 20, 1)])
+    result = CliRunner().invoke(main, ["simulate", *args, "--no-progress"], env={"SLURMSCHED_CONFIG": None})
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
 
 

@@ -243,10 +243,10 @@ class SimSection:
     """``[sim]``: the simulated slurmctld of ``slurmsched simulate`` (see docs/simulator.md).
 
     Attributes:
-        weight_age, weight_fairshare, weight_job_size, priority_max_age_s: the simulated
-            slurmctld's ``PriorityWeight*`` and ``PriorityMaxAge`` (default: the shipped
-            ``contrib/slurm.conf.d/slurmsched.conf``). Fair-share is reported to the
-            planner but not modelled (traces carry no associations: equal for all).
+        weight_age, weight_fairshare, weight_job_size, weight_partition, priority_max_age_s:
+            the simulated slurmctld's ``PriorityWeight*`` and ``PriorityMaxAge`` (default:
+            the shipped ``contrib/slurm.conf.d/slurmsched.conf``). Fair-share is reported
+            to the planner but not modelled (traces carry no associations: equal for all).
         multifactor_weight_job_size: ``PriorityWeightJobSize`` of the ``multifactor``
             reference policy (Slurm's multifactor with age and job size, no slurmsched).
         bf_max_job_test: jobs the simulated scheduler tests per pass (Slurm's ``bf_max_job_test``).
@@ -260,6 +260,7 @@ class SimSection:
     weight_age: int = 10000
     weight_fairshare: int = 10000
     weight_job_size: int = 0
+    weight_partition: int = 0
     priority_max_age_s: int = 86400
     multifactor_weight_job_size: int = 10000
     bf_max_job_test: int = 500
@@ -269,7 +270,8 @@ class SimSection:
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
-        for key in ("weight_age", "weight_fairshare", "weight_job_size", "multifactor_weight_job_size"):
+        for key in ("weight_age", "weight_fairshare", "weight_job_size", "weight_partition",
+                    "multifactor_weight_job_size"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{prefix}.{key} must be >= 0 (got {getattr(self, key)})")
         for key in ("priority_max_age_s", "bf_max_job_test", "gpus_per_node", "workers"):

@@ -175,11 +175,15 @@ class PartitionRecord:
         name: the partition's name.
         tier: ``PriorityTier``: slurmctld considers jobs of a higher tier first.
         default: whether it is the default partition (``Default=YES``).
+        priority_factor: the partition factor of its jobs' multifactor priority (times
+            ``PriorityWeightPartition``): its ``PriorityJobFactor`` over the largest of all
+            partitions', 0 to 1.
     """
 
     name: str
     tier: int = 1
     default: bool = False
+    priority_factor: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

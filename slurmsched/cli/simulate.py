@@ -132,7 +132,8 @@ def _live_cluster(config: Config) -> tuple[ClusterSpec, Config]:
 
     One snapshot (``scontrol show config``, ``squeue``, ``sinfo`` ...) gives the GPU nodes
     and the ``PriorityWeight*``/``PriorityMaxAge`` values, which replace ``[sim]``'s;
-    ``scontrol -a -o show partition`` gives each partition's ``PriorityTier``.
+    ``scontrol -a -o show partition`` gives each partition's ``PriorityTier`` and
+    ``PriorityJobFactor``.
 
     Raises:
         SlurmError: Slurm cannot be reached; ConfigError: it has no GPU node, or it does
@@ -149,7 +150,7 @@ def _live_cluster(config: Config) -> tuple[ClusterSpec, Config]:
                           "nothing: the what-if models priority/multifactor (leave out --nodes-from-slurm to "
                           "simulate one with [sim]'s weights)")
     config = config.with_overrides("sim", weight_age=live.weight_age, weight_fairshare=live.weight_fairshare,
-                                   weight_job_size=live.weight_job_size,
+                                   weight_job_size=live.weight_job_size, weight_partition=live.weight_partition,
                                    priority_max_age_s=live.priority_max_age_s or config.sim.priority_max_age_s)
     return cluster_from_nodes(snapshot.cluster, snapshot.nodes, gateway.partitions()), config
 

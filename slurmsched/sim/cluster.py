@@ -46,12 +46,15 @@ class PartitionSpec:
     Attributes:
         scope: the partition whose nodes it uses; empty means its own (an extra
             partition named by a trace uses the default partition's).
+        priority_factor: the partition factor of its jobs' priority, 0 to 1
+            (:attr:`~slurmsched.model.PartitionRecord.priority_factor`).
     """
 
     name: str
     pool: str
     tier: int = 1
     scope: str = ""
+    priority_factor: float = 1.0
 
     @property
     def nodes_of(self) -> str:
@@ -131,7 +134,8 @@ class ClusterSpec:
             if part.name == name:
                 return part
         default = self.default_partition
-        return PartitionSpec(name or default.name, default.pool, default.tier, default.nodes_of)
+        return PartitionSpec(name or default.name, default.pool, default.tier, default.nodes_of,
+                             default.priority_factor)
 
     def partition_gpus(self, partition: PartitionSpec) -> int:
         """GPUs on the nodes jobs of ``partition`` may use."""
@@ -188,8 +192,8 @@ def cluster_from_nodes(name: str, nodes: Sequence[NodeRecord],
     """The simulated twin of a live cluster's GPU nodes (as ``sinfo`` reported them).
 
     Partitions that share a node end up in one pool. Each partition has the
-    ``PriorityTier`` of its entry in ``partitions`` (``scontrol show partition``; tier 1
-    when it has none); the default partition comes first, the others in the order of
+    ``PriorityTier`` and priority factor of its entry in ``partitions`` (``scontrol show
+    partition``; 1 when it has none); the default partition comes first, the others in the order of
     ``partitions``, then in the order the nodes name them. Nodes without GPUs are left
     out (the simulated cluster is a GPU pool), and so are partitions without a GPU node.
 
@@ -218,5 +222,6 @@ def cluster_from_nodes(name: str, nodes: Sequence[NodeRecord],
     described = {p.name: p for p in sorted(partitions, key=lambda p: not p.default)}
     named = {p for node in specs for p in node.partitions}
     order = [p for p in described if p in named] + [p for node in specs for p in node.partitions]
+    found = [described.get(p) or PartitionRecord(p) for p in dict.fromkeys(order)]
     return ClusterSpec(name=name, nodes=tuple(specs), partitions=tuple(
-        PartitionSpec(p, root(p), described[p].tier if p in described else 1) for p in dict.fromkeys(order)))
+        PartitionSpec(p.name, root(p.name), p.tier, priority_factor=p.priority_factor) for p in found))

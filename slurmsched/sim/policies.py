@@ -185,7 +185,7 @@ def scheduler_config(policy: SimPolicy, config: Config) -> SchedulerConfig:
     return SchedulerConfig(weight_age=sim.weight_age, weight_fairshare=sim.weight_fairshare,
                            weight_job_size=sim.multifactor_weight_job_size if policy.job_size_weight
                            else sim.weight_job_size,
-                           priority_max_age_s=sim.priority_max_age_s)
+                           weight_partition=sim.weight_partition, priority_max_age_s=sim.priority_max_age_s)
 
 
 def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, float]) -> EngineFactory | None:

@@ -3,13 +3,15 @@
 A pending job's priority is what slurmctld computes (``_get_priority_internal`` in
 ``priority_multifactor.c``), restricted to the factors a trace can feed::
 
-    priority = PriorityWeightAge     * min(age, PriorityMaxAge) / PriorityMaxAge
-             + PriorityWeightJobSize * (nodes / cluster nodes + GPUs / cluster GPUs) / 2
+    priority = PriorityWeightAge       * min(age, PriorityMaxAge) / PriorityMaxAge
+             + PriorityWeightJobSize   * (nodes / cluster nodes + GPUs / cluster GPUs) / 2
+             + PriorityWeightPartition * partition factor
              + SiteFactor
 
-and jobs are considered by partition ``PriorityTier`` first, then priority, then
-submit time and job id. Fair-share, QOS and partition weights are not modelled (a
-trace has no associations). Slurm truncates the sum to an integer; here it stays a real
+(the partition factor: the partition's ``PriorityJobFactor`` over the largest one, 1 for
+a trace's partitions) and jobs are considered by partition ``PriorityTier`` first, then
+priority, then submit time and job id. Fair-share and QOS are not modelled (a trace has
+no associations). Slurm truncates the sum to an integer; here it stays a real
 number, which only changes how exact ties fall.
 
 While a job is younger than ``PriorityMaxAge`` every job's priority grows at the same
@@ -35,7 +37,8 @@ class PriorityQueue:
     """Pending jobs in the order slurmctld would consider them.
 
     Args:
-        config: the weights (``weight_age``, ``weight_job_size``, ``priority_max_age_s``).
+        config: the weights (``weight_age``, ``weight_job_size``, ``weight_partition``,
+            ``priority_max_age_s``).
         cluster_nodes, cluster_gpus: the denominators of the job-size factor.
     """
 
@@ -44,6 +47,7 @@ class PriorityQueue:
             raise ConfigError(f"PriorityMaxAge must be positive (got {config.priority_max_age_s})")
         self._w_age = float(config.weight_age)
         self._w_size = float(config.weight_job_size)
+        self._w_partition = float(config.weight_partition)
         self._max_age = float(config.priority_max_age_s)
         self._rate = self._w_age / self._max_age
         self._nodes = max(1, cluster_nodes)
@@ -63,7 +67,7 @@ class PriorityQueue:
 
     def _static(self, job: SimJob) -> float:
         size = (job.nodes / self._nodes + job.units / self._gpus) / 2
-        return self._w_size * size + job.site_factor
+        return self._w_size * size + self._w_partition * job.partition.priority_factor + job.site_factor
 
     def _key(self, job: SimJob, capped: bool) -> _Key:
         if capped:

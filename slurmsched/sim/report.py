@@ -13,8 +13,8 @@ JCT_CDF_FILE = "jct_cdf.png"
 WAIT_BY_SIZE_FILE = "wait_by_size.png"
 TABLE_FILE = "table.txt"
 #: The simulated slurmctld's settings recorded in results.json (``[sim]`` keys).
-SLURMCTLD_KEYS = ("weight_age", "weight_fairshare", "weight_job_size", "multifactor_weight_job_size",
-                  "priority_max_age_s", "bf_max_job_test")
+SLURMCTLD_KEYS = ("weight_age", "weight_fairshare", "weight_job_size", "weight_partition",
+                  "multifactor_weight_job_size", "priority_max_age_s", "bf_max_job_test")
 
 
 def human_duration(seconds: float) -> str:
@@ -85,8 +85,8 @@ def details(comparison: Comparison) -> dict[str, object]:
     return {"source": c.source, "jobs": c.jobs, "offered_load": c.offered_load, "interval_s": c.interval_s,
             "cluster": {"name": c.cluster.name, "nodes": len(c.cluster.nodes), "gpus": c.cluster.total_gpus,
                         "shape": c.cluster.describe(), "size_from": c.size_note,
-                        "partitions": [{"name": p.name, "tier": p.tier, "gpus": c.cluster.partition_gpus(p)}
-                                       for p in c.cluster.partitions]},
+                        "partitions": [{"name": p.name, "tier": p.tier, "priority_factor": p.priority_factor,
+                                        "gpus": c.cluster.partition_gpus(p)} for p in c.cluster.partitions]},
             "slurmctld": {key: getattr(c.slurmctld, key) for key in SLURMCTLD_KEYS},
             "policies": policies}
 

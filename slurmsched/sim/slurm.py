@@ -532,9 +532,9 @@ class SimulatedSlurm:
         return self._config
 
     def partitions(self) -> list[PartitionRecord]:
-        """The declared partitions and their tiers; the first is the default."""
+        """The declared partitions, their tiers and priority factors; the first is the default."""
         default = self.spec.default_partition
-        return [PartitionRecord(p.name, p.tier, p is default) for p in self.spec.partitions]
+        return [PartitionRecord(p.name, p.tier, p is default, p.priority_factor) for p in self.spec.partitions]
 
     def apply(self, actions: Sequence[Action]) -> list[ActionOutcome]:
         """Apply ``scontrol update`` actions to pending jobs; one outcome per action.

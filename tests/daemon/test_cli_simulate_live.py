@@ -19,23 +19,27 @@ def test_history_replays_on_the_live_clusters_nodes(daemon_env, tmp_path) -> Non
         node, gres = line.split("|")
         gpus[node] = sum(int(n) for n in re.findall(r"gpu:(?:[^:,(]+:)?(\d+)", gres))
     show_config = daemon_env.cluster.run("scontrol", "show", "config").stdout
-    weight_age = int(re.search(r"^PriorityWeightAge\s*=\s*(\d+)", show_config, re.M).group(1))
+    weights = {key: int(re.search(rf"^PriorityWeight{key}\s*=\s*(\d+)", show_config, re.M).group(1))
+               for key in ("Age", "Partition")}
     with daemon_env.path.open("a") as config:  # [sim]'s weights give way to slurmctld's
-        config.write(f"[sim]\nweight_age = {weight_age + 1}\n")
-    tiers = dict(re.findall(r"^PartitionName=(\S+) .* PriorityTier=(\d+) ",
-                            daemon_env.cluster.run("scontrol", "-o", "show", "partition").stdout, re.M))
+        config.write(f"[sim]\nweight_age = {weights['Age'] + 1}\nweight_partition = {weights['Partition'] + 1}\n")
+    before = dict(re.findall(r"^PartitionName=(short) .* (PriorityJobFactor=\d+ PriorityTier=\d+) ",
+                             daemon_env.cluster.run("scontrol", "-o", "show", "partition").stdout, re.M))
     out = tmp_path / "out"
-    daemon_env.cluster.run("scontrol", "update", "PartitionName=short", "PriorityTier=3")
+    daemon_env.cluster.run("scontrol", "update", "PartitionName=short", "PriorityJobFactor=4", "PriorityTier=3")
     try:
         result = daemon_env.cli("simulate", "--from-db", "--nodes-from-slurm", "--policy", "fifo,qssf", "--json",
                                 "--no-progress", "--out", str(out))
     finally:
-        daemon_env.cluster.run("scontrol", "update", "PartitionName=short", f"PriorityTier={tiers['short']}")
+        daemon_env.cluster.run("scontrol", "update", "PartitionName=short", *before["short"].split())
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["jobs"] == 70
     results = json.loads((out / "results.json").read_text())
     cluster = results["cluster"]
     assert (cluster["nodes"], cluster["gpus"]) == (len(gpus), sum(gpus.values())) and cluster["gpus"] > 0
     assert "slurmctld" in cluster["size_from"]
-    assert [(p["name"], p["tier"]) for p in cluster["partitions"]] == [("gpu", int(tiers["gpu"])), ("short", 3)]
-    assert results["slurmctld"]["weight_age"] == weight_age
+    # the default partition (gpu, job factor 1) first; factors as slurmctld normalises them
+    assert [(p["name"], p["tier"], p["priority_factor"]) for p in cluster["partitions"]] == [
+        ("gpu", 1, 0.25), ("short", 3, 1.0)]
+    assert (results["slurmctld"]["weight_age"], results["slurmctld"]["weight_partition"]) == (
+        weights["Age"], weights["Partition"])

@@ -50,10 +50,12 @@ def test_overlapping_partitions_share_a_pool() -> None:
 
 def test_partition_tiers_and_the_default_come_from_scontrol() -> None:
     nodes = recorded().nodes
-    described = [PartitionRecord("cpu", 5), PartitionRecord("a100", 2), PartitionRecord("gpu", 1, default=True)]
+    described = [PartitionRecord("cpu", 5), PartitionRecord("a100", 2, priority_factor=0.5),
+                 PartitionRecord("gpu", 1, default=True)]
     spec = cluster_from_nodes("c", nodes, described)
     # the default first, then scontrol's order; "cpu" has no GPU node and is left out
-    assert [(p.name, p.tier) for p in spec.partitions] == [("gpu", 1), ("a100", 2)]
+    assert [(p.name, p.tier, p.priority_factor) for p in spec.partitions] == [("gpu", 1, 1.0), ("a100", 2, 0.5)]
+    assert spec.partition("extra").priority_factor == 1.0  # a partition the nodes lack: the default's
     assert spec.default_partition.name == "gpu"
     # a partition scontrol does not describe keeps tier 1
     assert [(p.name, p.tier) for p in cluster_from_nodes("c", nodes, described[1:2]).partitions] == [
@@ -63,10 +65,11 @@ def test_partition_tiers_and_the_default_come_from_scontrol() -> None:
 def test_the_twin_of_a_simulated_cluster_is_that_cluster() -> None:
     spec = ClusterSpec(name="c", nodes=(NodeSpec("a1", 8, "a100", "p", ("gpu", "urgent")),
                                         NodeSpec("v1", 4, "v100", "p", ("gpu",))),
-                       partitions=(PartitionSpec("gpu", "p"), PartitionSpec("urgent", "p", tier=3)))
+                       partitions=(PartitionSpec("gpu", "p", priority_factor=0.5),
+                                   PartitionSpec("urgent", "p", tier=3)))
     slurm = SimulatedSlurm(spec, SchedulerConfig(), SimClock(0.0))
     twin = cluster_from_nodes("c", slurm.snapshot().nodes, slurm.partitions())
-    assert [(p.name, p.tier) for p in twin.partitions] == [("gpu", 1), ("urgent", 3)]
+    assert [(p.name, p.tier, p.priority_factor) for p in twin.partitions] == [("gpu", 1, 0.5), ("urgent", 3, 1.0)]
     assert [(n.name, n.gpus, n.gpu_type, n.partitions) for n in twin.nodes] == [
         (n.name, n.gpus, n.gpu_type, n.partitions) for n in spec.nodes]
 

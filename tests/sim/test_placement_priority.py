@@ -82,10 +82,10 @@ def test_shadow_state_folds_releases_and_refuses_takes_that_block_the_head() -> 
     assert multi.try_take(((2, 4),))             # 8 + 4 still on two nodes
 
 
-def sim_job(job_id: int, submit: float, *, units: int = 1, tier: int = 1) -> SimJob:
+def sim_job(job_id: int, submit: float, *, units: int = 1, tier: int = 1, factor: float = 1.0) -> SimJob:
     record = JobRecord(job_id=job_id, user="u", submit_time=submit)
     return SimJob(trace=record, job_id=job_id, submit=submit, duration=60.0, units=units, bf_limit=60.0,
-                  final_state=record.state, partition=PartitionSpec("p", "main", tier))
+                  final_state=record.state, partition=PartitionSpec("p", "main", tier, priority_factor=factor))
 
 
 def order(queue: PriorityQueue, now: float) -> list[int]:
@@ -103,6 +103,15 @@ def test_age_order_site_factor_and_tiers() -> None:
     assert queue.rank(jobs[2], 40.0) == 2
     queue.remove(jobs[0])
     assert order(queue, 40.0) == [4, 3, 2]
+
+
+def test_the_partition_factor_counts_with_its_weight() -> None:
+    queue = PriorityQueue(SchedulerConfig(weight_age=1000, weight_partition=40, priority_max_age_s=1000), 10, 10)
+    jobs = [sim_job(1, 0.0, factor=0.25), sim_job(2, 20.0), sim_job(3, 35.0)]
+    for job in jobs:
+        queue.add(job, 40.0)
+    # job 2: 40 points of partition factor against job 1's 10 + 20 s more age: ahead; job 3: 5 s short of job 1
+    assert order(queue, 40.0) == [2, 1, 3]
 
 
 def test_capped_age_lets_a_younger_job_with_a_bigger_static_part_pass() -> None:

@@ -193,9 +193,10 @@ def cluster_from_nodes(name: str, nodes: Sequence[NodeRecord],
 
     Partitions that share a node end up in one pool. Each partition has the
     ``PriorityTier`` and priority factor of its entry in ``partitions`` (``scontrol show
-    partition``; 1 when it has none); the default partition comes first, the others in the order of
-    ``partitions``, then in the order the nodes name them. Nodes without GPUs are left
-    out (the simulated cluster is a GPU pool), and so are partitions without a GPU node.
+    partition``; 1 when it has none); the default partition comes first, the others in
+    the order of ``partitions``, then in the order the nodes name them. Nodes without
+    GPUs are left out (the simulated cluster is a GPU pool), and so are partitions
+    without a GPU node.
 
     Raises:
         ConfigError: no GPU node.

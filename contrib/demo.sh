@@ -64,7 +64,9 @@ step "system packages and .venv (contrib/setup.sh)"
 bash contrib/setup.sh
 
 step "dev Slurm cluster (contrib/dev-cluster/up.sh)"
-eval "$(bash contrib/dev-cluster/up.sh </dev/null)"
+# an assignment keeps up.sh's exit status for set -e (a bare eval "$(...)" would hide it)
+cluster_env=$(bash contrib/dev-cluster/up.sh </dev/null)
+eval "$cluster_env"
 
 step "sample workload: 8 GPU jobs named $PREFIX*"
 submit_workload >/dev/null

@@ -60,7 +60,9 @@ else
 fi
 
 step "dev Slurm cluster (contrib/dev-cluster/up.sh)"
-eval "$(bash contrib/dev-cluster/up.sh </dev/null)"
+# an assignment keeps up.sh's exit status for set -e (a bare eval "$(...)" would hide it)
+cluster_env=$(bash contrib/dev-cluster/up.sh </dev/null)
+eval "$cluster_env"
 echo "SLURM_CONF=$SLURM_CONF ($(sinfo --version))"
 LOG_TAG=test
 # shellcheck source=contrib/dev-cluster/lib.sh

@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+from slurmsched.gateway.show_partition import parse_partitions
+
 pytestmark = pytest.mark.compose
 
 HOSTILE = "x'; rm -rf / #\n\"$(id)\" ÄÖ 名前 🚀"
@@ -61,3 +63,14 @@ def test_queue_json_matches_the_controller(compose, compose_jobs):
         assert sorted(nodes[name]["partitions"]) == ["gpu", "short"]
     used = {(g["type"], g["count"]) for g in nodes["gpu02"]["gres_used"]}
     assert used == {("a100", 8)}
+
+
+def test_partitions_parse_from_2411(compose):
+    """``scontrol -a -o show partition`` (what ``simulate --nodes-from-slurm`` reads) on 24.11."""
+    compose.slurm("scontrol", "update", "PartitionName=short", "PriorityJobFactor=4", "PriorityTier=2")
+    try:
+        text = compose.slurm("scontrol", "-a", "-o", "show", "partition").stdout
+    finally:
+        compose.slurm("scontrol", "update", "PartitionName=short", "PriorityJobFactor=1", "PriorityTier=1")
+    assert [(p.name, p.tier, p.default, p.priority_factor) for p in parse_partitions(text)] == [
+        ("gpu", 1, True, 0.25), ("short", 2, False, 1.0)]

@@ -141,6 +141,7 @@ def _live_cluster(config: Config) -> tuple[ClusterSpec, Config]:
     """
     from slurmsched.gateway.factory import make_gateway
     from slurmsched.sim.cluster import cluster_from_nodes
+    from slurmsched.sim.policies import with_slurmctld_weights
 
     gateway = make_gateway(config)
     snapshot = gateway.snapshot()
@@ -149,10 +150,8 @@ def _live_cluster(config: Config) -> tuple[ClusterSpec, Config]:
         raise ConfigError(f"slurmctld of {snapshot.cluster!r} runs {live.priority_type}, where SiteFactor changes "
                           "nothing: the what-if models priority/multifactor (leave out --nodes-from-slurm to "
                           "simulate one with [sim]'s weights)")
-    config = config.with_overrides("sim", weight_age=live.weight_age, weight_fairshare=live.weight_fairshare,
-                                   weight_job_size=live.weight_job_size, weight_partition=live.weight_partition,
-                                   priority_max_age_s=live.priority_max_age_s or config.sim.priority_max_age_s)
-    return cluster_from_nodes(snapshot.cluster, snapshot.nodes, gateway.partitions()), config
+    return (cluster_from_nodes(snapshot.cluster, snapshot.nodes, gateway.partitions()),
+            with_slurmctld_weights(config, live))
 
 
 COMMANDS = [simulate]

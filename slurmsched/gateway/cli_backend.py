@@ -103,7 +103,7 @@ class CliGateway:
         return self.read_config()[1]
 
     def partitions(self) -> list[PartitionRecord]:
-        """Every partition with its ``PriorityTier``; runs ``scontrol -a -o show partition``."""
+        """Every partition with its tier and priority factor; runs ``scontrol -a -o show partition``."""
         return parse_partitions(self.commands.run("scontrol", SHOW_PARTITIONS_ARGS).text)
 
     def read_config(self) -> tuple[str, SchedulerConfig]:

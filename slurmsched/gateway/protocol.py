@@ -36,7 +36,8 @@ class SlurmGateway(Protocol):
         ...
 
     def partitions(self) -> list[PartitionRecord]:
-        """Every partition with its ``PriorityTier``, in configuration order (not read by cycles)."""
+        """Every partition with its ``PriorityTier`` and priority factor, in configuration order
+        (not read by cycles)."""
         ...
 
     def apply(self, actions: Sequence[Action]) -> list[ActionOutcome]:

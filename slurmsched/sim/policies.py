@@ -188,6 +188,14 @@ def scheduler_config(policy: SimPolicy, config: Config) -> SchedulerConfig:
                            weight_partition=sim.weight_partition, priority_max_age_s=sim.priority_max_age_s)
 
 
+def with_slurmctld_weights(config: Config, live: SchedulerConfig) -> Config:
+    """``config`` whose ``[sim]`` weights are a live slurmctld's (the other way round from
+    :func:`scheduler_config`); a ``PriorityMaxAge`` of 0 keeps ``[sim]``'s."""
+    return config.with_overrides("sim", weight_age=live.weight_age, weight_fairshare=live.weight_fairshare,
+                                 weight_job_size=live.weight_job_size, weight_partition=live.weight_partition,
+                                 priority_max_age_s=live.priority_max_age_s or config.sim.priority_max_age_s)
+
+
 def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, float]) -> EngineFactory | None:
     """What builds the daemon beside the simulated Slurm, or ``None`` for Slurm alone.
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from slurmsched.cli import get_config
-from slurmsched.cli.history import Duration
+from slurmsched.cli.params import Duration, JobId
 from slurmsched.config import Config
 from slurmsched.errors import SlurmschedError
 from slurmsched.model import Decision
@@ -181,7 +181,7 @@ def _describe_decision(at: float, d: Decision) -> str:
 
 
 @click.command("explain")
-@click.argument("job_id", type=click.IntRange(min=1))
+@click.argument("job_id", type=JobId())
 @click.pass_context
 def explain(ctx: click.Context, job_id: int) -> None:
     """Why a job sits where it does: prediction and source, score, rank, every action and why."""

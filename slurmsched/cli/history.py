@@ -4,57 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
-import time
-from datetime import datetime
-
 from typing import TYPE_CHECKING
 
 import click
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
+from slurmsched.cli.params import Duration, Moment
 from slurmsched.store import DEFAULT_BATCH
 from slurmsched.traces import FORMATS
 
 if TYPE_CHECKING:
     from slurmsched.store.ingest import ImportReport
     from slurmsched.store.stats import HistoryStats
-
-_AGO = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhdw])$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-class Moment(click.ParamType):
-    """A point in time: ISO date/time (local time unless it names an offset) or ``7d`` ago."""
-
-    name = "DATE"
-
-    def convert(self, value, param, ctx) -> float:  # noqa: ANN001 - click API
-        if isinstance(value, (int, float)):
-            return float(value)
-        text = str(value).strip()
-        ago = _AGO.match(text)
-        if ago:
-            return time.time() - float(ago["n"]) * _UNIT_S[ago["unit"]]
-        try:
-            return datetime.fromisoformat(text).timestamp()
-        except ValueError:
-            self.fail(f"{text!r} is not a date (YYYY-MM-DD[THH:MM[:SS]]) or an age like 7d, 12h", param, ctx)
-
-
-class Duration(click.ParamType):
-    """A length of time: ``3600``, ``90m``, ``1d``."""
-
-    name = "DURATION"
-
-    def convert(self, value, param, ctx) -> float:  # noqa: ANN001 - click API
-        text = str(value).strip()
-        match = _AGO.match(text) or re.match(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>)$", text)
-        if not match or float(match["n"]) <= 0:
-            self.fail(f"{text!r} is not a positive duration (e.g. 3600, 90m, 1d)", param, ctx)
-        return float(match["n"]) * _UNIT_S.get(match["unit"], 1)
-
 
 @click.group("history")
 def history() -> None:

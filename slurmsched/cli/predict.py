@@ -15,6 +15,7 @@ import click
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
 from slurmsched.cli.output import output_file, writing
+from slurmsched.cli.params import JobId
 from slurmsched.traces import FORMATS
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def _hms(seconds: float) -> str:
 
 
 @predict.command("show")
-@click.argument("job_id", type=click.IntRange(min=1))
+@click.argument("job_id", type=JobId())
 @DB_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context

@@ -9,7 +9,7 @@ import click
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
-from slurmsched.cli.history import Duration, Moment
+from slurmsched.cli.params import Duration, Moment
 from slurmsched.cli.output import output_dir, writing
 from slurmsched.config import Config
 from slurmsched.errors import ConfigError

@@ -222,7 +222,8 @@ class QssfPolicy(ScoringPolicy):
         return (math.floor(now / self._step_s) + 1) * self._step_s
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
-        """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3.0 h of 72 h guard ...``.
+        """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3 h of 72 h guard ...``
+        (``..., not aged yet`` before the first aging tick).
 
         When the spread stretches the estimate: ``expected 3.0 h (median 2.1 h, 10-90%
         1.2 h to 6.0 h) x 4 GPUs = ...``; short runs in minutes or seconds (``20 s``),
@@ -254,6 +255,8 @@ class QssfPolicy(ScoringPolicy):
         if waited >= patience:
             return f"{text}; waited {waited / 3600:.0f} h: {guard} reached, ahead of every later job"
         halved = self._halvings(ticks, patience)  # what score() applies while the guard holds
+        if not halved:
+            return f"{text}; waiting {waited / 3600:.0f} h of {guard}, not aged yet"
         return (f"{text}; waiting {waited / 3600:.0f} h of {guard}, score halved {halved:.2g}x"
                 f" -> {_gpu_time(service * 2.0 ** -halved, 2)}")
 

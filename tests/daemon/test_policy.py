@@ -195,7 +195,7 @@ def test_short_runs_are_explained_in_minutes_and_seconds() -> None:
     short = job(1, gpus=8)
     text = make_policy("qssf", {}).explain(short, Prediction(1, 20.0, 14.0, 20.0, "user+name history"), NOW)
     assert text.startswith("expected 20 s (median 20 s, 10-90% 14 s to 20 s) x 8 GPUs = 162 GPU-s"), text
-    assert text.endswith("score halved 0x -> 162 GPU-s"), text  # not "0.05 GPU-h"
+    assert text.endswith("waiting 0 h of 96 h guard, not aged yet"), text  # not "score halved 0x"
     text = make_policy("qssf", {}).explain(short, Prediction(1, 300.0, 300.0, 300.0, "user+name history"), NOW)
     assert text.startswith("predicted 5 min x 8 GPUs = 0.7 GPU-h"), text
 

@@ -27,20 +27,20 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from types import FrameType
-from typing import Callable, cast
+from typing import Callable, Sequence, cast
 
 from slurmsched.config import Config
 from slurmsched.engine import Clock, CycleReport, Engine, SystemClock
 from slurmsched.engine.cycle import CURSOR
 from slurmsched.errors import SlurmschedError
 from slurmsched.gateway.protocol import SlurmGateway
-from slurmsched.model import Decision, JobRecord, JobState, SetSiteFactor
+from slurmsched.model import Action, ClusterSnapshot, Decision, JobRecord, JobState, SetSiteFactor
 from slurmsched.planner import Planner
 from slurmsched.policy import Policy
 from slurmsched.policy.qssf import QssfPolicy
 from slurmsched.predict.protocol import Predictor
 from slurmsched.predict.schedule import RefitSchedule
-from slurmsched.store.protocol import JobRepository
+from slurmsched.store.protocol import AppliedChange, JobRepository
 from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, write_submit_cache
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,11 @@ class Daemon:
             handle_signals: install SIGTERM/SIGINT handlers (main thread only).
 
         Raises:
-            SlurmschedError: only with ``once``, when the cycle failed.
+            SlurmschedError: only with ``once``, when the cycle failed; without it such a
+                cycle is logged and the next one runs after ``interval_s``.
+            Exception: any other exception (a bug) stops the loop, with the traceback
+                logged unless ``once``: the in-memory state may be half-updated, so a
+                restart is safer than another cycle.
         """
         restore = self._install_signals() if handle_signals else None
         cycles = failed = 0
@@ -116,6 +120,11 @@ class Daemon:
                     if once:
                         raise
                     log.error("cycle failed, retrying in %.0f s: %s", self.settings.interval_s, exc)
+                except Exception:
+                    if not once:  # the loop runs under systemd: the traceback goes to the journal
+                        log.exception("cycle failed on an internal error (a bug): stopping, so that the "
+                                      "service manager restarts slurmsched with a fresh state")
+                    raise
                 cycles += 1
                 if once:
                     break
@@ -331,21 +340,54 @@ class RevertReport:
     failures: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class RevertPlan:
+    """What a revert would do now (``slurmsched revert --dry-run``).
+
+    Attributes:
+        actions: the ``scontrol update`` actions restoring pending jobs, in job order.
+        gone: records of changed jobs that are no longer pending (dropped, nothing sent).
+    """
+
+    actions: tuple[Action, ...]
+    gone: tuple[AppliedChange, ...]
+
+
+def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange], planner: Planner) -> RevertPlan:
+    """The actions that restore every pending job slurmsched changed, as of ``snapshot``.
+
+    Covers the ``changes`` the repository recorded and SiteFactor values that
+    ``job_submit.lua`` set at submit time but no cycle has adopted yet (a pending job
+    whose SiteFactor is one of the planner's level values and that slurmsched has no
+    record of). Pure: reads nothing, sends nothing.
+    """
+    from slurmsched.planner import revert_action
+
+    pending = {j.job_id: j for j in snapshot.pending}
+    recorded = {c.job_id for c in changes if c.kind == SetSiteFactor.__name__}
+    scale = planner.scale(snapshot.config)
+    actions: list[Action] = [revert_action(c) for c in sorted(changes, key=lambda c: (c.job_id, c.kind))
+                             if c.job_id in pending]
+    actions += [SetSiteFactor(j.job_id, 0, j.site_factor, "revert: SiteFactor set at submit by job_submit.lua")
+                for j in pending.values()
+                if j.job_id not in recorded and j.site_factor and scale.level_of_value(j.site_factor) is not None]
+    return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in pending))
+
+
 def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planner,
                *, rounds: int = 3) -> RevertReport:
-    """Restore every pending job slurmsched changed; forget records of jobs that left the queue.
+    """Restore every pending job slurmsched changed (:func:`plan_revert`); forget records
+    of jobs that left the queue.
 
-    Covers what the repository recorded and SiteFactor values that ``job_submit.lua``
-    set at submit time but no cycle has adopted yet (a pending job whose SiteFactor is
-    one of the planner's level values and that slurmsched has no record of). The caller
-    pauses the daemon first; a cycle that was already running may still have recorded
-    changes, so the pass repeats (up to ``rounds`` times) until nothing is left.
+    The caller pauses the daemon first; a cycle that was already running may still have
+    recorded changes, so the pass repeats (up to ``rounds`` times) until nothing is left.
     Each restored change is recorded as a ``revert`` decision for ``explain``.
 
     Raises:
-        SlurmError: the queue could not be read.
+        SlurmError: the queue could not be read (``squeue``); what earlier rounds
+            restored stays restored and recorded.
     """
-    from slurmsched.planner import describe, revert_action
+    from slurmsched.planner import describe
 
     reverted, forgotten = 0, 0
     jobs: set[int] = set()
@@ -353,24 +395,17 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planne
     failures: dict[tuple[int, str], str] = {}
     for _ in range(rounds):
         snapshot = gateway.snapshot()
-        pending = {j.job_id: j for j in snapshot.pending}
+        pending = {j.job_id for j in snapshot.pending}
         failures = {key: text for key, text in failures.items() if key[0] in pending}
-        changes = repository.applied_changes()
-        recorded = {c.job_id for c in changes if c.kind == SetSiteFactor.__name__}
-        scale = planner.scale(snapshot.config)
-        actions = [revert_action(c) for c in sorted(changes, key=lambda c: (c.job_id, c.kind)) if c.job_id in pending]
-        actions += [SetSiteFactor(j.job_id, 0, j.site_factor, "revert: SiteFactor set at submit by job_submit.lua")
-                    for j in pending.values()
-                    if j.job_id not in recorded and j.site_factor and scale.level_of_value(j.site_factor) is not None]
-        gone = [c for c in changes if c.job_id not in pending]
-        if not actions and not gone:
+        plan = plan_revert(snapshot, repository.applied_changes(), planner)
+        if not plan.actions and not plan.gone:
             break
-        outcomes = gateway.apply(actions) if actions else []
+        outcomes = gateway.apply(plan.actions) if plan.actions else []
         now = time.time()
         with repository.transaction():
-            for change in gone:
+            for change in plan.gone:
                 repository.forget_applied(change.job_id, change.kind)
-            forgotten += len(gone)
+            forgotten += len(plan.gone)
             cycle_id = repository.start_cycle(now, dry_run=False)
             decisions = []
             for outcome in outcomes:

@@ -17,15 +17,31 @@ from slurmsched.config import Config, load_config
 from slurmsched.errors import SlurmschedError
 
 
+#: Exit status of a command that failed on a :class:`SlurmschedError` (bad input, Slurm
+#: or the database unreachable, ...).
+EXIT_ERROR = 2
+#: Exit status of a command that failed on any other exception: a bug in slurmsched.
+EXIT_INTERNAL = 3
+
+
 class _Group(click.Group):
-    """A group that turns :class:`SlurmschedError` into ``error: ...`` and exit 2."""
+    """A group that turns :class:`SlurmschedError` into ``error: ...`` and exit 2, and any
+    other exception (a bug) into one ``error: internal error ...`` line and exit 3, with the
+    traceback logged at debug level (``-vv``). click's own exits pass through."""
 
     def invoke(self, ctx: click.Context):  # noqa: D102 - click API
         try:
             return super().invoke(ctx)
         except SlurmschedError as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+            sys.exit(EXIT_ERROR)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback to the user
+            logging.getLogger(__name__).debug("internal error", exc_info=True)
+            click.echo(f"error: internal error: {type(exc).__name__}: {exc} (a bug in slurmsched: "
+                       "run again with -vv for the traceback, and please report it)", err=True)
+            sys.exit(EXIT_INTERNAL)
 
 
 @click.group(cls=_Group, context_settings={"auto_envvar_prefix": "SLURMSCHED", "help_option_names": ["-h", "--help"]})

@@ -22,7 +22,7 @@ import click
 from slurmsched.cli import get_config
 from slurmsched.cli.params import Duration, JobId
 from slurmsched.config import Config
-from slurmsched.errors import SlurmschedError
+from slurmsched.errors import SlurmError, SlurmschedError
 from slurmsched.model import Decision
 from slurmsched.store.protocol import JobRepository
 
@@ -235,17 +235,33 @@ def resume(ctx: click.Context) -> None:
 # --- revert ------------------------------------------------------------------------------
 
 @click.command("revert")
+@click.option("--dry-run", is_flag=True, envvar="SLURMSCHED_REVERT_DRY_RUN", show_envvar=True,
+              help="List what would be restored; send nothing to Slurm and do not pause.")
 @click.pass_context
-def revert(ctx: click.Context) -> None:
+def revert(ctx: click.Context, dry_run: bool) -> None:
     """Pause, then restore every job slurmsched changed; report how many."""
-    from slurmsched.daemon import revert_all
+    from slurmsched.daemon import plan_revert, revert_all
     from slurmsched.gateway import make_gateway
-    from slurmsched.planner import Planner
+    from slurmsched.planner import Planner, describe
 
     config = get_config(ctx)
+    gateway, planner = make_gateway(config), Planner(config)
     with closing(_repository(config)) as repo:
+        if dry_run:
+            plan = plan_revert(gateway.snapshot(), repo.applied_changes(), planner)
+            for action in plan.actions:
+                kind, current, restored = describe(action)
+                click.echo(f"job {action.job_id}: {kind} {current} -> {restored}  ({action.reason})")
+            click.echo(f"would restore {len(plan.actions)} changes on {len({a.job_id for a in plan.actions})} "
+                       f"pending jobs" + (f"; would drop {len(plan.gone)} records of jobs no longer pending"
+                                          if plan.gone else "") + ". Dry run: nothing sent, not paused.")
+            return
         _pause(config, repo)
-        report = revert_all(make_gateway(config), repo, Planner(config))
+        try:
+            report = revert_all(gateway, repo, planner)
+        except SlurmError as exc:
+            raise SlurmError(f"slurmsched is paused, but the revert stopped: {exc}. Run 'slurmsched revert' "
+                             "again once Slurm answers: it restores what is left") from exc
     click.echo(f"reverted {report.reverted} changes on {report.jobs} pending jobs"
                + (f" ({', '.join(f'{n} {k}' for k, n in sorted(report.kinds.items()))})" if report.kinds else "")
                + (f"; {report.forgotten} records of jobs no longer pending dropped" if report.forgotten else ""))

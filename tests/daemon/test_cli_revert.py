@@ -53,3 +53,33 @@ def test_revert_drops_records_of_jobs_that_left_the_queue(daemon_env, busy):
     assert "reverted 0 changes on 0 pending jobs; 1 records of jobs no longer pending dropped" in result.stdout
     with daemon_env.repo() as repo:
         assert repo.applied_changes() == []
+
+
+def test_revert_dry_run_lists_the_changes_and_sends_nothing(daemon_env, busy):
+    daemon_env.seed_history("short", [60, 70, 50])
+    job = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    daemon_env.daemon().cycle(time.time())
+    before = daemon_env.site_factors([job])
+    assert before[job] > 0
+    result = daemon_env.cli("revert", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert (f"job {job}: SetSiteFactor {before[job]} -> 0  (revert: restore the value before slurmsched)\n"
+            "would restore 1 changes on 1 pending jobs. Dry run: nothing sent, not paused.\n") in result.stdout
+    assert daemon_env.site_factors([job]) == before
+    with daemon_env.repo() as repo:
+        assert not repo.is_paused() and [c.job_id for c in repo.applied_changes()] == [job]
+
+
+def test_revert_with_slurm_unreachable_says_it_paused_and_restored_nothing(daemon_env, busy, tmp_path):
+    daemon_env.seed_history("short", [60])
+    job = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    daemon_env.daemon().cycle(time.time())
+    text = daemon_env.path.read_text().replace(f'conf = "{daemon_env.cluster.conf}"',
+                                               f'conf = "{tmp_path / "no-slurm.conf"}"\ntimeout_s = 2')
+    daemon_env.path.write_text(text)
+    result = daemon_env.cli("revert")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: slurmsched is paused, but the revert stopped: "), result.stderr
+    assert "Run 'slurmsched revert' again once Slurm answers: it restores what is left" in result.stderr
+    with daemon_env.repo() as repo:
+        assert repo.is_paused() and [c.job_id for c in repo.applied_changes()] == [job]

@@ -97,3 +97,20 @@ def test_cache_gives_new_jobs_the_daemons_value_at_submit(daemon_env, busy, lua_
     assert report.outcomes == ()             # nothing to send: the lua value is the daemon's
     with daemon_env.repo() as repo:
         assert second in {c.job_id for c in repo.applied_changes()}    # adopted, so revert covers it
+
+
+def test_a_bug_in_a_cycle_stops_the_loop_with_its_traceback_logged(daemon_env, caplog):
+    daemon = daemon_env.daemon()
+    real = daemon.cycle
+
+    def cycle(now: float):
+        real(now)
+        raise ZeroDivisionError("division by zero")  # stands for a bug found after a cycle's work
+
+    daemon.cycle = cycle
+    with pytest.raises(ZeroDivisionError):
+        daemon.run(handle_signals=False)  # not retried: the loop's state may be half-updated
+    (record,) = [r for r in caplog.records if "internal error" in r.message]
+    assert record.exc_info[0] is ZeroDivisionError  # the traceback goes to the journal
+    with daemon_env.repo() as repo:
+        assert len(repo.recent_cycles()) == 1

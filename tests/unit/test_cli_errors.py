@@ -1,0 +1,56 @@
+"""How the command line ends a command that failed: one ``error:`` line, never a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+from click.testing import CliRunner
+
+from slurmsched.cli import EXIT_ERROR, EXIT_INTERNAL, _Group
+from slurmsched.errors import ConfigError
+
+
+@click.group(cls=_Group)
+def group() -> None:
+    """A group like ``slurmsched``'s, with commands that fail in each way."""
+
+
+@group.command("typed")
+def typed() -> None:
+    raise ConfigError("daemon.interval_s must be > 0 (got -1)")
+
+
+@group.command("bug")
+def bug() -> None:
+    raise ValueError("cannot convert float NaN to integer")
+
+
+@group.command("exits")
+@click.pass_context
+def exits(ctx: click.Context) -> None:
+    click.echo("no record of job 7", err=True)
+    ctx.exit(1)
+
+
+def test_a_typed_error_is_one_line_and_exit_2():
+    result = CliRunner().invoke(group, ["typed"])
+    assert result.exit_code == EXIT_ERROR == 2
+    assert result.stderr == "error: daemon.interval_s must be > 0 (got -1)\n"
+
+
+def test_a_bug_is_one_line_and_exit_3_with_the_traceback_at_debug(caplog):
+    with caplog.at_level(logging.DEBUG, logger="slurmsched.cli"):
+        result = CliRunner().invoke(group, ["bug"])
+    assert result.exit_code == EXIT_INTERNAL == 3
+    assert result.stderr == ("error: internal error: ValueError: cannot convert float NaN to integer (a bug in "
+                             "slurmsched: run again with -vv for the traceback, and please report it)\n")
+    assert "Traceback" not in result.output
+    (record,) = [r for r in caplog.records if r.message == "internal error"]
+    assert record.levelno == logging.DEBUG and record.exc_info[0] is ValueError
+
+
+def test_clicks_own_exits_and_usage_errors_pass_through():
+    assert CliRunner().invoke(group, ["exits"]).exit_code == 1
+    usage = CliRunner().invoke(group, ["nosuch"])
+    assert usage.exit_code == 2 and "No such command 'nosuch'" in usage.stderr

@@ -4,6 +4,14 @@ Each section is a frozen dataclass whose fields (with their defaults) *are* the
 reference. Precedence, lowest first: defaults, the TOML file, environment variables,
 then explicit CLI options (``Config.with_overrides``). Everything is validated at
 load time; an error names the key (``policy.qssf.max_wait_h``) and what was wrong.
+Numbers must be finite (TOML's ``inf`` and ``nan`` are refused).
+
+Environment variables: a key of a table within a section is
+``SLURMSCHED_<SECTION>_<TABLE>_<KEY>`` (``SLURMSCHED_POLICY_QSSF_MAX_WAIT_H``); a list is
+comma-separated (``SLURMSCHED_PLANNER_PROTECTED_QOS=urgent,admin``), a list of lists
+``;``-separated lists (``SLURMSCHED_CONSTRAINTS_GPU_EQUIVALENCE=a100,h100;l40s,a40``). A
+variable under a section's prefix that names none of its keys is refused, except the
+command line's own option twins (:data:`CLI_ENV_PREFIXES`).
 
 The file is found at ``--config``, else ``$SLURMSCHED_CONFIG``, else
 ``/etc/slurmsched/slurmsched.toml`` if it exists; otherwise defaults apply.
@@ -12,18 +20,47 @@ The file is found at ``--config``, else ``$SLURMSCHED_CONFIG``, else
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
+import threading
 import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
 from slurmsched.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = Path("/etc/slurmsched/slurmsched.toml")
 ENV_PREFIX = "SLURMSCHED_"
+#: ``SLURMSCHED_*`` names under a section's prefix that are not config keys: click's
+#: automatic option twins of the ``db`` command group's subcommands
+#: (``SLURMSCHED_DB_UPGRADE_DB_URL``). ``tests/unit/test_config.py`` checks every twin.
+CLI_ENV_PREFIXES = (ENV_PREFIX + "DB_UPGRADE_", ENV_PREFIX + "DB_CURRENT_")
+
+_DURATION = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhdw]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: Marks a key in seconds that also takes a duration with a unit (``90s``, ``5m``, ``6h``).
+Seconds = Annotated[float, "duration"]
+
+
+def parse_seconds(text: str, *, bare: bool = True) -> float | None:
+    """A length of time: ``3600``, ``90s``, ``5m``, ``1.5h``, ``1d``, ``2w`` -> seconds.
+
+    Args:
+        text: the length; surrounding blanks are ignored.
+        bare: accept a number without a unit (seconds).
+
+    Returns:
+        The seconds (>= 0), or ``None`` when ``text`` is no such length (a sign, an
+        exponent, another unit, or no unit when ``bare`` is False).
+    """
+    match = _DURATION.match(text.strip())
+    if match is None or not (bare or match["unit"]):
+        return None
+    return float(match["n"]) * _UNIT_S[match["unit"]]
 
 
 @dataclass(frozen=True)
@@ -35,12 +72,14 @@ class SlurmSection:
         bin_dir: directory holding ``squeue``/``scontrol``...; empty means ``$PATH``.
         conf: path of ``slurm.conf`` passed as ``SLURM_CONF``; empty keeps the environment's.
         timeout_s: seconds before a Slurm command counts as unreachable.
+
+    Keys in seconds (``..._s``) also take a duration with a unit (:func:`parse_seconds`).
     """
 
     backend: str = "cli"
     bin_dir: str = ""
     conf: str = ""
-    timeout_s: float = 60.0
+    timeout_s: Seconds = 60.0
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
@@ -50,6 +89,10 @@ class SlurmSection:
             raise ConfigError(f"{prefix}.timeout_s must be > 0 (got {self.timeout_s})")
 
 
+#: SQLite's busy timeout is milliseconds in a C ``int``.
+MAX_BUSY_TIMEOUT_S = (2**31 - 1) / 1000
+
+
 @dataclass(frozen=True)
 class DbSection:
     """``[db]``: the history database.
@@ -57,26 +100,32 @@ class DbSection:
     Attributes:
         url: SQLAlchemy URL; empty means SQLite at ``<daemon.state_dir>/slurmsched.db``.
             PostgreSQL: ``postgresql+psycopg://user@host/dbname``.
-        busy_timeout_s: seconds SQLite waits for another process's write lock before failing.
+        busy_timeout_s: seconds SQLite waits for another process's write lock before failing;
+            at most :data:`MAX_BUSY_TIMEOUT_S` (SQLite takes milliseconds in a C ``int``).
     """
 
     url: str = ""
-    busy_timeout_s: float = 10.0
+    busy_timeout_s: Seconds = 10.0
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
         if self.url and not self.url.startswith(("sqlite:", "postgresql:", "postgresql+psycopg:")):
             raise ConfigError(f"{prefix}.url must be a sqlite:/// or postgresql+psycopg:// URL (got {self.url!r})")
-        if self.busy_timeout_s < 0:
-            raise ConfigError(f"{prefix}.busy_timeout_s must be >= 0 (got {self.busy_timeout_s})")
+        if not 0 <= self.busy_timeout_s <= MAX_BUSY_TIMEOUT_S:
+            raise ConfigError(f"{prefix}.busy_timeout_s must be >= 0 and <= {MAX_BUSY_TIMEOUT_S} "
+                              f"(got {self.busy_timeout_s})")
 
 
 @dataclass(frozen=True)
 class DaemonSection:
     """``[daemon]``: the scheduling loop.
 
+    Keys in seconds (``..._s``) also take a duration with a unit (:func:`parse_seconds`):
+    ``interval_s = "5m"``, ``SLURMSCHED_DAEMON_INTERVAL_S=5m`` (as ``run --interval``).
+
     Attributes:
-        interval_s: seconds between cycles.
+        interval_s: seconds between cycles; at most ``threading.TIMEOUT_MAX`` (what the
+            daemon's sleep can wait).
         dry_run: plan and record, but send nothing to Slurm (and write no submit cache).
         state_dir: where the default SQLite database and the job_submit cache live.
         predictor: duration predictor by name (``slurmsched``, ``helios``, ``last2``, ``user_limit``).
@@ -95,14 +144,14 @@ class DaemonSection:
             this many days go into the cache.
     """
 
-    interval_s: float = 60.0
+    interval_s: Seconds = 60.0
     dry_run: bool = False
     state_dir: str = "/var/lib/slurmsched"
     predictor: str = "slurmsched"
-    refit_interval_s: float = 6 * 3600.0
+    refit_interval_s: Seconds = 6 * 3600.0
     save_model: bool = True
     submit_cache: str = ""
-    submit_cache_max_age_s: float = 900.0
+    submit_cache_max_age_s: Seconds = 900.0
     submit_cache_entries: int = 5000
     submit_cache_lookback_days: float = 30.0
 
@@ -113,8 +162,9 @@ class DaemonSection:
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
-        if self.interval_s <= 0:
-            raise ConfigError(f"{prefix}.interval_s must be > 0 (got {self.interval_s})")
+        if not 0 < self.interval_s <= threading.TIMEOUT_MAX:
+            raise ConfigError(f"{prefix}.interval_s must be > 0 and <= {threading.TIMEOUT_MAX:g}"
+                              f" (got {self.interval_s})")
         if not self.predictor:
             raise ConfigError(f"{prefix}.predictor must name a predictor")
         for key in ("refit_interval_s", "submit_cache_max_age_s", "submit_cache_lookback_days"):
@@ -140,20 +190,32 @@ class PolicySection:
             ``slowdown_factor``, ``cpu_gpu_weight``, ``estimate``; see
             :class:`slurmsched.policy.qssf.QssfArgs`).
         fifo: ``[policy.fifo]`` arguments of ``fifo`` (none yet).
+
+    Every table is validated, the unused ones too: an unknown key or a bad value in
+    ``[policy.fifo]`` is refused while ``name`` is ``qssf``.
     """
 
     name: str = "qssf"
     qssf: dict = field(default_factory=dict)
     fifo: dict = field(default_factory=dict)
 
+    @staticmethod
+    def tables() -> dict[str, type]:
+        """Each argument table's name (``qssf``, ``fifo``) and the dataclass of its keys."""
+        from slurmsched.policy.registry import POLICIES
+
+        return {spec.table: spec.args_type for spec in POLICIES.values()}
+
     def args_for(self, name: str) -> dict:
         """The argument table of policy ``name`` (``qssf-noaging`` shares ``qssf``'s)."""
         return dict(self.fifo if name == "fifo" else self.qssf)
 
     def validate(self, prefix: str) -> None:
-        """Raise :class:`ConfigError` naming the bad key (builds the policy once)."""
-        from slurmsched.policy import make_policy
+        """Raise :class:`ConfigError` naming the bad key: each table's, then ``name``."""
+        from slurmsched.policy.registry import make_policy
 
+        for table, args_type in self.tables().items():
+            parse_table(args_type, getattr(self, table), f"{prefix}.{table}")
         make_policy(self.name, self.args_for(self.name), key=f"{prefix}.name")
 
 
@@ -187,6 +249,17 @@ class PlannerSection:
     protected_partitions: tuple[str, ...] = ()
     protected_qos: tuple[str, ...] = ()
 
+    @property
+    def top_level(self) -> int:
+        """``L``, the last level: ``level_ratio`` steps from ``min_service_gpu_h`` to
+        ``max_service_gpu_h`` (:class:`slurmsched.planner.scale.SiteFactorScale`).
+
+        Valid once :meth:`validate` passed (positive finite bounds, ``level_ratio > 1``);
+        the logs are subtracted so that no ratio of the bounds overflows.
+        """
+        span = math.log(self.max_service_gpu_h) - math.log(self.min_service_gpu_h)
+        return math.ceil(span / math.log(self.level_ratio) - 1e-9)
+
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
         if self.mode not in ("dominate", "blend"):
@@ -199,6 +272,11 @@ class PlannerSection:
             raise ConfigError(f"{prefix}.min_service_gpu_h must be > 0 (got {self.min_service_gpu_h})")
         if self.max_service_gpu_h <= self.min_service_gpu_h:
             raise ConfigError(f"{prefix}.max_service_gpu_h must be > min_service_gpu_h (got {self.max_service_gpu_h})")
+        from slurmsched.planner.scale import MAX_SITE_FACTOR
+
+        if self.top_level + 1 > MAX_SITE_FACTOR:
+            raise ConfigError(f"{prefix}.level_ratio {self.level_ratio} makes {self.top_level + 2} SiteFactor levels"
+                              f" from min_service_gpu_h to max_service_gpu_h; at most {MAX_SITE_FACTOR + 1} fit")
         if not 0 <= self.hysteresis_levels < 1:
             raise ConfigError(f"{prefix}.hysteresis_levels must be >= 0 and < 1 (got {self.hysteresis_levels})")
         if self.max_rpcs_per_cycle < 1:
@@ -318,7 +396,23 @@ def _field_type(owner: type, f: dataclasses.Field) -> Any:
 
 
 def _coerce(value: Any, hint: Any, key: str) -> Any:
-    """Convert a TOML or environment value to ``hint``; raise ConfigError naming ``key``."""
+    """Convert a TOML or environment value to ``hint``; raise ConfigError naming ``key``.
+
+    Numbers must be finite; a :data:`Seconds` key also takes a duration string
+    (:func:`parse_seconds`); a string for a list is split at ``,`` (a list of lists:
+    at ``;``, then each part at ``,``).
+    """
+    if typing.get_origin(hint) is Annotated:
+        hint, *marks = typing.get_args(hint)
+        if "duration" in marks and isinstance(value, str):
+            seconds = parse_seconds(value)
+            if seconds is None:
+                try:
+                    seconds = float(value)
+                except ValueError:
+                    raise ConfigError(f"{key} must be a number of seconds or a duration such as 90s, 5m, 6h"
+                                      f" (got {value!r})") from None
+            value = seconds
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -340,6 +434,8 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             raise ConfigError(f"{key} must be {'an integer' if hint is int else 'a number'} (got {value!r})") from None
         if hint is int and isinstance(value, float) and value != number:
             raise ConfigError(f"{key} must be an integer (got {value!r})")
+        if not math.isfinite(number):
+            raise ConfigError(f"{key} must be a finite number (got {number})")
         return number
     if hint is str:
         if not isinstance(value, str):
@@ -348,7 +444,8 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
     if origin in (tuple, list):
         (item,) = typing.get_args(hint)[:1] or (str,)
         if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
+            separator = ";" if typing.get_origin(item) in (tuple, list) else ","
+            value = [v.strip() for v in value.split(separator) if v.strip()]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key} must be a list (got {value!r})")
         return tuple(_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value))
@@ -361,11 +458,11 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
 
 def _build_section(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
     """Build and validate one section from a mapping; unknown keys are errors."""
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - names)
     if unknown:
-        raise ConfigError(f"unknown key {prefix}.{unknown[0]} (known: {', '.join(sorted(names))})")
+        raise ConfigError(f"unknown key {prefix}.{unknown[0]} (known: {', '.join(sorted(names)) or 'none'})")
     values = {k: _coerce(v, hints[k], f"{prefix}.{k}") for k, v in raw.items()}
     section = cls(**values)
     validate = getattr(section, "validate", None)
@@ -384,21 +481,50 @@ def parse_table(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
     return _build_section(cls, raw, prefix)
 
 
-def _env_layer(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """``SLURMSCHED_DAEMON_INTERVAL_S=30`` -> ``{"daemon": {"interval_s": "30"}}``."""
-    layer: dict[str, dict[str, str]] = {}
+def _env_layer(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """``SLURMSCHED_DAEMON_INTERVAL_S=30`` -> ``{"daemon": {"interval_s": "30"}}``.
+
+    A key of a section's table (:meth:`PolicySection.tables`) goes into that table:
+    ``SLURMSCHED_POLICY_QSSF_MAX_WAIT_H=48`` -> ``{"policy": {"qssf": {"max_wait_h": "48"}}}``.
+    Names outside every section's prefix, ``SLURMSCHED_CONFIG`` and the CLI's option twins
+    (:data:`CLI_ENV_PREFIXES`) are left alone.
+
+    Raises:
+        ConfigError: a variable under a section's prefix names none of its keys; the
+            message names the variable and lists the section's keys.
+    """
+    layer: dict[str, dict[str, Any]] = {}
     sections = _sections()
-    for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
+    for name, value in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG" or name.startswith(CLI_ENV_PREFIXES):
             continue
         rest = name[len(ENV_PREFIX):].lower()
-        for section, cls in sections.items():
-            if rest.startswith(section + "_"):
-                key = rest[len(section) + 1:]
-                if key in {f.name for f in dataclasses.fields(cls)}:
-                    layer.setdefault(section, {})[key] = value
-                break
+        section = next((s for s in sections if rest.startswith(s + "_")), None)
+        if section is None:
+            continue
+        key = rest[len(section) + 1:]
+        tables: dict[str, type] = getattr(sections[section], "tables", dict)()
+        known: dict[str, tuple[str, ...]] = {f.name: () for f in dataclasses.fields(sections[section]) if f.name not in tables}
+        known.update({f"{table}_{f.name}": (table, f.name)
+                      for table, args_type in tables.items() for f in dataclasses.fields(args_type)})
+        if key not in known:
+            listed = ", ".join(k if not known[k] else ".".join(known[k]) for k in sorted(known))
+            raise ConfigError(f"unknown variable {name}: it names no key of [{section}] (known: {listed})")
+        place = known[key]
+        if place:
+            layer.setdefault(section, {}).setdefault(place[0], {})[place[1]] = value
+        else:
+            layer.setdefault(section, {})[key] = value
     return layer
+
+
+def _merged(table: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, Any]:
+    """A section's TOML table with its environment layer over it, table by table."""
+    merged = {**table}
+    for key, value in env.items():
+        below = table.get(key)
+        merged[key] = {**below, **value} if isinstance(value, dict) and isinstance(below, Mapping) else value
+    return merged
 
 
 def load_config(path: str | os.PathLike[str] | None = None,
@@ -435,5 +561,5 @@ def load_config(path: str | os.PathLike[str] | None = None,
         table = raw.get(name, {})
         if not isinstance(table, Mapping):
             raise ConfigError(f"{name} must be a table in {file}")
-        built[name] = _build_section(cls, {**table, **env.get(name, {})}, name)
+        built[name] = _build_section(cls, _merged(table, env.get(name, {})), name)
     return Config(**built, source=str(file) if file else "defaults")

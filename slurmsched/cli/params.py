@@ -8,8 +8,7 @@ from datetime import datetime
 
 import click
 
-_AGO = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhdw])$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+from slurmsched.config import parse_seconds
 
 
 class Moment(click.ParamType):
@@ -21,9 +20,9 @@ class Moment(click.ParamType):
         if isinstance(value, (int, float)):
             return float(value)
         text = str(value).strip()
-        ago = _AGO.match(text)
-        if ago:
-            return time.time() - float(ago["n"]) * _UNIT_S[ago["unit"]]
+        ago = parse_seconds(text, bare=False)
+        if ago is not None:
+            return time.time() - ago
         try:
             return datetime.fromisoformat(text).timestamp()
         except ValueError:
@@ -31,16 +30,17 @@ class Moment(click.ParamType):
 
 
 class Duration(click.ParamType):
-    """A length of time: ``3600``, ``90m``, ``1d``."""
+    """A length of time: ``3600``, ``90m``, ``1d`` (:func:`slurmsched.config.parse_seconds`,
+    which config keys in seconds share)."""
 
     name = "DURATION"
 
     def convert(self, value, param, ctx) -> float:  # noqa: ANN001 - click API
         text = str(value).strip()
-        match = _AGO.match(text) or re.match(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>)$", text)
-        if not match or float(match["n"]) <= 0:
+        seconds = parse_seconds(text)
+        if not seconds:
             self.fail(f"{text!r} is not a positive duration (e.g. 3600, 90m, 1d)", param, ctx)
-        return float(match["n"]) * _UNIT_S.get(match["unit"], 1)
+        return seconds
 
 
 class JobId(click.ParamType):

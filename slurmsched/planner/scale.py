@@ -66,7 +66,7 @@ class SiteFactorScale:
         """Size the scale for ``planner``'s mode against ``config``'s weights."""
         min_s = planner.min_service_gpu_h * 3600.0
         log_ratio = math.log(planner.level_ratio)
-        top = math.ceil(math.log(planner.max_service_gpu_h / planner.min_service_gpu_h) / log_ratio - 1e-9)
+        top = planner.top_level
         if planner.mode == "dominate":
             step = other_weights(config) + 1
         else:

@@ -67,6 +67,12 @@ from slurmsched.model import JobRecord, NodeRecord, Prediction
 from slurmsched.policy.base import ScoringPolicy
 
 FALLBACK_DURATION_S = 3600.0
+#: Bounds of ``max_wait_h``, ``halflife_h`` and ``aging_step_h``: one second to over a
+#: century. Within them the aging arithmetic stays finite (clock ticks since the epoch,
+#: halvings per tick, waits in seconds); outside, it overflows to a NaN score.
+MIN_HOURS, MAX_HOURS = 1 / 3600, 1e6
+#: Most GPUs one CPU may count as: a service (run time x GPU equivalents) stays finite.
+MAX_CPU_GPU_WEIGHT = 1e6
 #: Standard normal deviates between the 10th and 90th percentiles (2 x 1.2816).
 P10_P90_SIGMAS = 2.5631
 
@@ -88,6 +94,10 @@ class QssfArgs:
         aging_step_h: waiting is counted in whole clock ticks of this length (a job's
             score changes once per tick).
         cpu_gpu_weight: GPUs one CPU counts as, for CPU-only jobs.
+
+    Every value is a finite number; the three lengths in hours lie within
+    [:data:`MIN_HOURS`, :data:`MAX_HOURS`], ``cpu_gpu_weight`` is at most
+    :data:`MAX_CPU_GPU_WEIGHT`.
         estimate: ``"mean"`` (expected run time from the predicted spread) or
             ``"median"`` (the predictor's point estimate).
     """
@@ -101,13 +111,17 @@ class QssfArgs:
     slowdown_factor: float = 4.0
 
     def validate(self, prefix: str) -> None:
-        """Raise :class:`ConfigError` naming the bad key."""
+        """Raise :class:`ConfigError` naming the bad key (numbers are finite: :func:`slurmsched.config.parse_table`)."""
         if not self.max_wait_h > 0:
             raise ConfigError(f"{prefix}.max_wait_h must be > 0 (got {self.max_wait_h})")
         if not self.halflife_h > 0:
             raise ConfigError(f"{prefix}.halflife_h must be > 0 (got {self.halflife_h})")
         if not 0 < self.aging_step_h <= self.max_wait_h:
             raise ConfigError(f"{prefix}.aging_step_h must be > 0 and <= max_wait_h (got {self.aging_step_h})")
+        for key in ("max_wait_h", "halflife_h", "aging_step_h"):
+            if not MIN_HOURS <= getattr(self, key) <= MAX_HOURS:
+                raise ConfigError(f"{prefix}.{key} must be at least 1 s ({MIN_HOURS:.3g} h) and at most"
+                                  f" {MAX_HOURS:g} h (got {getattr(self, key)})")
         if self.estimate not in ("median", "mean"):
             raise ConfigError(f"{prefix}.estimate must be median or mean (got {self.estimate!r})")
         if not self.backlog_factor >= 0:
@@ -116,6 +130,9 @@ class QssfArgs:
             raise ConfigError(f"{prefix}.slowdown_factor must be >= 0 (got {self.slowdown_factor})")
         if not self.cpu_gpu_weight > 0:
             raise ConfigError(f"{prefix}.cpu_gpu_weight must be > 0 (got {self.cpu_gpu_weight})")
+        if self.cpu_gpu_weight > MAX_CPU_GPU_WEIGHT:
+            raise ConfigError(f"{prefix}.cpu_gpu_weight must be at most {MAX_CPU_GPU_WEIGHT:g}"
+                              f" (got {self.cpu_gpu_weight})")
 
 
 def gpu_equivalents(job: JobRecord, cpu_gpu_weight: float) -> float:

@@ -2,9 +2,12 @@
 
 One entry point, :func:`iter_trace` ``(path, fmt)``, yields a ``JobRecord`` for every
 readable job and a :class:`BadLine` ``(lineno, reason)`` for every row it cannot read
-(``lineno`` is the 1-based physical line in the file, headers and comments included),
-so an importer can load the rest and name the bad lines. A file that cannot be read at
-all (missing, unknown format, missing columns) raises
+(``lineno`` is the 1-based physical line in the file, headers and comments included;
+a CSV record whose quoted field holds line breaks counts from its first line), so an
+importer can load the rest and name the bad lines (:func:`line_numbers` lists them
+briefly). :func:`iter_numbered` yields the same items with the line each begins on. A
+file that cannot be read at all (missing, unknown format, missing columns), or not to
+the end (a corrupt or truncated gzip or tar), raises
 :class:`~slurmsched.errors.TraceFormatError`. Records come in file order (not all
 traces are sorted by submit time); plain or gzip-compressed files are both accepted.
 
@@ -59,11 +62,11 @@ is set to ``submit_time`` and ``end_time`` to submit + duration, so ``runtime_s`
 true duration and ``wait_s`` is 0.
 """
 
-from slurmsched.traces.base import HELIOS_EPOCH, TRACE_EPOCH, BadLine, TraceItem
-from slurmsched.traces.reader import FORMATS, iter_trace, list_members
+from slurmsched.traces.base import HELIOS_EPOCH, TRACE_EPOCH, BadLine, Numbered, TraceItem, line_numbers, reading
+from slurmsched.traces.reader import FORMATS, iter_numbered, iter_trace, list_members
 from slurmsched.traces.swf import SwfHeader, read_swf_header
 
 __all__ = [
-    "FORMATS", "HELIOS_EPOCH", "TRACE_EPOCH", "BadLine", "SwfHeader", "TraceItem",
-    "iter_trace", "list_members", "read_swf_header",
+    "FORMATS", "HELIOS_EPOCH", "TRACE_EPOCH", "BadLine", "Numbered", "SwfHeader", "TraceItem",
+    "iter_numbered", "iter_trace", "line_numbers", "list_members", "read_swf_header", "reading",
 ]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import tarfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Callable, Iterable, Iterator, Union
+from typing import IO, Callable, Iterable, Iterator, Sequence, Tuple, Union
 
 from slurmsched.errors import TraceFormatError
 from slurmsched.model import JobRecord
@@ -33,6 +36,37 @@ class BadLine:
 
 
 TraceItem = Union[JobRecord, BadLine]
+#: A trace item and the 1-based line its row begins on (within its member, for a tar member).
+Numbered = Tuple[int, TraceItem]
+
+
+def line_numbers(numbers: Sequence[int], show: int = 5) -> str:
+    """Line numbers for people, short however many: ``"3, 4, 6"``, ``"3, 4, 6, 9, 12 and 995 more"``.
+
+    Args:
+        numbers: the line numbers, in the order to show them.
+        show: how many to name before counting the rest.
+    """
+    named = ", ".join(str(n) for n in numbers[:show])
+    return f"{named} and {len(numbers) - show} more" if len(numbers) > show else named
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Turn a failure while reading ``path`` part-way into :class:`TraceFormatError`.
+
+    A corrupt or truncated gzip (or tar) file opens fine and fails only when read:
+    ``gzip.BadGzipFile``, ``EOFError``, ``zlib.error``, ``tarfile.ReadError``, or an I/O
+    error. Every reader of trace files reads inside this, so each command that reads a
+    trace reports ``cannot read trace PATH to the end: ...`` instead of a traceback.
+
+    Raises:
+        TraceFormatError: the file could not be read to the end.
+    """
+    try:
+        yield
+    except (EOFError, zlib.error, OSError, tarfile.TarError) as exc:
+        raise TraceFormatError(f"cannot read trace {path} to the end: {exc}") from None
 
 
 class RowError(ValueError):
@@ -93,31 +127,81 @@ def duration(text: str, what: str) -> float:
     return value
 
 
+class _Records:
+    """The lines of a CSV file as :func:`csv.reader` takes them, skipping blank and ``#``
+    lines between records (not inside a quoted field, where they are data).
+
+    Attributes:
+        lineno: the physical line last handed out (1-based).
+        start: the line the current record began on.
+        between: True until a record begins; the caller sets it again after each record.
+    """
+
+    __slots__ = ("_lines", "lineno", "start", "between")
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines = iter(lines)
+        self.lineno = 0
+        self.start = 0
+        self.between = True
+
+    def __iter__(self) -> _Records:
+        return self
+
+    def __next__(self) -> str:
+        for line in self._lines:
+            self.lineno += 1
+            if self.between:
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                self.between = False
+                self.start = self.lineno
+            return line
+        raise StopIteration
+
+    def span(self) -> str:
+        """``" (a record of lines 7-9: a quote left open?)"`` when the last record spans lines, else ``""``."""
+        if self.lineno == self.start:
+            return ""
+        return f" (a record of lines {self.start}-{self.lineno}: a quote left open?)"
+
+
 def iter_csv(lines: Iterable[str], required: Iterable[str], source: str,
-             parse: Callable[[dict[str, str], int], JobRecord], reason_prefix: str = "") -> Iterator[TraceItem]:
+             parse: Callable[[dict[str, str], int], JobRecord], reason_prefix: str = "") -> Iterator[Numbered]:
     """Read a CSV with a header row (``#`` comment lines allowed before or between rows).
 
+    A quoted field may hold line breaks (valid CSV): the record then spans several
+    lines and is numbered by its first one.
+
     Args:
-        lines: the file's lines (with their line endings).
+        lines: the file's lines (with their line endings; opened with ``newline=""``).
         required: column names the header must have.
         source: file name for error messages.
         parse: maps one row (column -> text) and its data-row number (1-based) to a record,
             raising :class:`RowError` for a bad row.
         reason_prefix: prepended to every bad-line reason (e.g. a tar member's name).
 
+    Yields:
+        ``(line, item)``: the line the row begins on, and its record or :class:`BadLine`.
+
     Raises:
         TraceFormatError: no header, or the header lacks required columns.
     """
+    feed = _Records(lines)
+    reader = csv.reader(feed, strict=True)  # strict: a quote left open is an error, not the rest of the file
     header: list[str] | None = None
     row_number = 0
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
+    while True:
         try:
-            fields = next(csv.reader([line]))
+            fields = next(reader)
+        except StopIteration:
+            break
         except csv.Error as exc:
-            yield BadLine(lineno, f"{reason_prefix}unreadable CSV ({exc})")
+            feed.between = True
+            yield feed.start, BadLine(feed.start, f"{reason_prefix}unreadable CSV ({exc}){feed.span()}")
             continue
+        feed.between = True
+        lineno = feed.start
         if header is None:
             header = [f.strip() for f in fields]
             missing = [c for c in required if c not in header]
@@ -126,11 +210,12 @@ def iter_csv(lines: Iterable[str], required: Iterable[str], source: str,
             continue
         row_number += 1
         if len(fields) != len(header):
-            yield BadLine(lineno, f"{reason_prefix}expected {len(header)} fields, found {len(fields)}")
+            yield lineno, BadLine(lineno, f"{reason_prefix}expected {len(header)} fields, found {len(fields)}"
+                                          f"{feed.span()}")
             continue
         try:
-            yield parse(dict(zip(header, fields)), row_number)
+            yield lineno, parse(dict(zip(header, fields)), row_number)
         except RowError as exc:
-            yield BadLine(lineno, f"{reason_prefix}{exc}")
+            yield lineno, BadLine(lineno, f"{reason_prefix}{exc}")
     if header is None:
         raise TraceFormatError(f"{source}: no CSV header row")

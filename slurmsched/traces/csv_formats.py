@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Iterable, Iterator, TypedDict
 
 from slurmsched.model import JobRecord, JobState
-from slurmsched.traces.base import (HELIOS_EPOCH, TRACE_EPOCH, RowError, TraceItem, duration, integer,
-                                    iter_csv, number, utc_timestamp)
+from slurmsched.traces.base import (HELIOS_EPOCH, TRACE_EPOCH, Numbered, RowError, duration, integer, iter_csv,
+                                    number, utc_timestamp)
 
 _HELIOS_STATES = {"CANCELED": JobState.CANCELLED}
 
@@ -42,7 +42,7 @@ def _helios_row(row: dict[str, str], _: int) -> JobRecord:
     )
 
 
-def iter_helios(lines: Iterable[str], source: str) -> Iterator[TraceItem]:
+def iter_helios(lines: Iterable[str], source: str) -> Iterator[Numbered]:
     """Helios Venus CSV rows (``walltime_limit_s`` ignored: it copies the duration)."""
     required = ("job_id", "user", "tenant", "submit_time", "num_chips", "num_nodes", "duration_s", "final_status")
     return iter_csv(lines, required, source, _helios_row)
@@ -62,12 +62,12 @@ def _philly_row(row: dict[str, str], row_number: int) -> JobRecord:
     )
 
 
-def iter_philly(lines: Iterable[str], source: str) -> Iterator[TraceItem]:
+def iter_philly(lines: Iterable[str], source: str) -> Iterator[Numbered]:
     """Philly (Pollux re-export) CSV rows."""
     return iter_csv(lines, ("timestamp", "duration", "num_gpus", "cluster"), source, _philly_row)
 
 
-def iter_itp(lines: Iterable[str], source: str, cluster: str, reason_prefix: str = "") -> Iterator[TraceItem]:
+def iter_itp(lines: Iterable[str], source: str, cluster: str, reason_prefix: str = "") -> Iterator[Numbered]:
     """One ITP cluster CSV; ``cluster`` is recorded on every job."""
 
     def parse(row: dict[str, str], row_number: int) -> JobRecord:
@@ -112,7 +112,7 @@ def _eagle_row(row: dict[str, str], _: int) -> JobRecord:
     )
 
 
-def iter_eagle(lines: Iterable[str], source: str) -> Iterator[TraceItem]:
+def iter_eagle(lines: Iterable[str], source: str) -> Iterator[Numbered]:
     """NREL Eagle Slurm accounting export rows."""
     required = ("job_id", "user", "account", "partition", "qos", "wallclock_req", "nodes_req", "processors_req",
                 "gpus_req", "submit_time", "start_time", "end_time", "state", "name")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from slurmsched.model import JobRecord, JobState
-from slurmsched.traces.base import TRACE_EPOCH, BadLine, RowError, TraceItem, integer, number, open_text
+from slurmsched.traces.base import TRACE_EPOCH, BadLine, Numbered, RowError, integer, number, open_text, reading
 
 _FIELDS = 18
 _STATUS = {1: JobState.COMPLETED, 0: JobState.FAILED, 4: JobState.FAILED, 5: JobState.CANCELLED}
@@ -80,10 +80,10 @@ def read_swf_header(path: str | Path) -> SwfHeader:
     """Read the ``;`` header of an SWF file (plain or gzip) without reading the jobs.
 
     Raises:
-        TraceFormatError: the file cannot be read.
+        TraceFormatError: the file cannot be read (also part-way: a corrupt gzip).
     """
     header: list[str] = []
-    with open_text(path) as handle:
+    with reading(path), open_text(path) as handle:
         for line in handle:
             stripped = line.strip()
             if not stripped:
@@ -148,8 +148,9 @@ def _parse_row(fields: list[str], header: SwfHeader, epoch: float) -> JobRecord:
     )
 
 
-def iter_swf(path: str | Path) -> Iterator[TraceItem]:
-    """Yield the jobs of an SWF file (plain or gzip), or a :class:`BadLine` per bad row."""
+def iter_swf(path: str | Path) -> Iterator[Numbered]:
+    """Yield ``(line, item)`` for each row of an SWF file (plain or gzip): its job, or a
+    :class:`BadLine`."""
     header_lines: list[str] = []
     header: SwfHeader | None = None
     epoch = TRACE_EPOCH
@@ -167,6 +168,6 @@ def iter_swf(path: str | Path) -> Iterator[TraceItem]:
                 if header.unix_start_time is not None:
                     epoch = header.unix_start_time
             try:
-                yield _parse_row(stripped.split(), header, epoch)
+                yield lineno, _parse_row(stripped.split(), header, epoch)
             except RowError as exc:
-                yield BadLine(lineno, str(exc))
+                yield lineno, BadLine(lineno, str(exc))

@@ -11,8 +11,8 @@ import pytest
 
 from slurmsched.errors import TraceFormatError
 from slurmsched.model import JobRecord, JobState
-from slurmsched.traces import (HELIOS_EPOCH, TRACE_EPOCH, BadLine, iter_trace, list_members,
-                               read_swf_header)
+from slurmsched.traces import (HELIOS_EPOCH, TRACE_EPOCH, BadLine, iter_numbered, iter_trace, line_numbers,
+                               list_members, read_swf_header)
 
 SWF_HEADER = """; Version: 2.2
 ; UnixStartTime: 1000000000
@@ -189,3 +189,43 @@ def test_unreadable_inputs_raise_typed_errors(tmp_path: Path) -> None:
         list(iter_trace(wrong, "philly"))
     with pytest.raises(TraceFormatError, match="tar archive"):
         list_members(wrong)
+
+
+@pytest.mark.parametrize("fmt, text", [
+    ("swf", SWF_HEADER + "".join(swf_line(i) for i in range(1, 400))),
+    ("philly", "timestamp,duration,num_gpus,gpu_time,cluster\n" + "2017-10-09 07:01:55,66.0,1,66.0,vc1\n" * 400),
+])
+def test_a_corrupt_or_truncated_gzip_is_a_trace_format_error(fmt: str, text: str, tmp_path: Path) -> None:
+    """Not gzip's own exceptions (click turned EOFError into a bare "Aborted!")."""
+    corrupt = tmp_path / "badhdr.gz"
+    corrupt.write_bytes(b"\x1f\x8bXXXXXXXXXX")
+    truncated = tmp_path / "trunc.gz"
+    truncated.write_bytes(gzip.compress(text.encode())[:60])
+    for path in (corrupt, truncated):
+        with pytest.raises(TraceFormatError, match=f"cannot read trace {path} to the end"):
+            list(iter_trace(path, fmt))
+    with pytest.raises(TraceFormatError, match="to the end: .*compression method"):
+        read_swf_header(corrupt)
+
+
+def test_a_quoted_csv_field_may_span_lines(tmp_path: Path) -> None:
+    path = tmp_path / "eagle.csv"
+    path.write_text(EAGLE_HEADER
+                    + "# a comment between records\n"
+                    + '5,u1,a1,p1,normal,60,1,1,0,0,2019-01-01 00:00:00,2019-01-01 00:01:00,'
+                      '2019-01-01 00:02:00,60,COMPLETED,n,w,"sbatch \\\n# not a comment\n  run.sh"\n'
+                    + "6,u1,a1,p1,normal,60,1,1,0,0,oops,,,0,COMPLETED,n,w,s\n"
+                    + '7,u1,a1,p1,normal,60,1,1,0,0,2019-01-01 00:00:00,,,0,COMPLETED,n,w,"open\n'
+                    + "8,u1,a1,p1,normal,60,1,1,0,0,2019-01-01 00:00:00,,,0,COMPLETED,n,w,s\n")
+    numbered = list(iter_numbered(path, "eagle"))
+    assert [(line, type(item).__name__) for line, item in numbered] == [(3, "JobRecord"), (6, "BadLine"),
+                                                                        (7, "BadLine")]
+    assert numbered[0][1].job_id == 5 and "submit_time" in numbered[1][1].reason
+    assert numbered[2][1].reason == ("unreadable CSV (unexpected end of data) "
+                                     "(a record of lines 7-8: a quote left open?)")
+    assert [b.lineno for b in bad(iter_trace(path, "eagle"))] == [6, 7]
+
+
+def test_line_numbers_stay_short() -> None:
+    assert line_numbers([3, 4, 6]) == "3, 4, 6"
+    assert line_numbers(list(range(1, 1001))) == "1, 2, 3, 4, 5 and 995 more"

@@ -1,7 +1,8 @@
 """``slurmsched predict``: a pending job's predicted duration, and the predictors' online evaluation.
 
 ``slurmsched predict JOBID`` (same as ``predict show JOBID``) and
-``slurmsched predict evaluate --trace FILE --format F | --from-db``.
+``slurmsched predict evaluate --trace FILE --format F | --from-db``. Every option has an
+environment twin, ``SLURMSCHED_PREDICT_<SUBCOMMAND>_<OPTION>`` (``--help`` lists them).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
 from slurmsched.cli.output import output_file, writing
 from slurmsched.cli.params import JobId
+from slurmsched.errors import ConfigError, TraceFormatError
+from slurmsched.predict.common import observed_runtime
 from slurmsched.traces import FORMATS
 
 if TYPE_CHECKING:
@@ -56,7 +59,8 @@ def _hms(seconds: float) -> str:
 @predict.command("show")
 @click.argument("job_id", type=JobId())
 @DB_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_PREDICT_SHOW_JSON", allow_from_autoenv=False,
+              show_envvar=True, help="Print one JSON object.")
 @click.pass_context
 def show(ctx: click.Context, job_id: int, db_url: str | None, as_json: bool) -> None:
     """Predicted duration, spread and source of pending job JOB_ID.
@@ -124,15 +128,19 @@ def _restore(repo, name: str) -> tuple["StagedPredictor", str]:  # noqa: ANN001 
 
 
 @predict.command("evaluate")
-@click.option("--trace", type=click.Path(dir_okay=False), default=None,
-              help="Trace file (see --format); for itp also ARCHIVE:MEMBER.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Trace format.")
-@click.option("--from-db", is_flag=True, help="Evaluate on the history database instead of a trace.")
+@click.option("--trace", type=click.Path(dir_okay=False), default=None, envvar="SLURMSCHED_PREDICT_EVALUATE_TRACE",
+              show_envvar=True, help="Trace file (see --format); for itp also ARCHIVE:MEMBER.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              envvar="SLURMSCHED_PREDICT_EVALUATE_FORMAT", allow_from_autoenv=False, show_envvar=True,
+              help="Trace format.")
+@click.option("--from-db", is_flag=True, envvar="SLURMSCHED_PREDICT_EVALUATE_FROM_DB", show_envvar=True,
+              help="Evaluate on the history database instead of a trace.")
 @DB_OPTION
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              envvar="SLURMSCHED_PREDICT_EVALUATE_PLOT", allow_from_autoenv=False, show_envvar=True,
               help="Write a PNG of the error distributions here.")
-@click.option("--json", "as_json", is_flag=True,
-              help='Print {"jobs": N, "predictors": {name: metrics}} instead of the table.')
+@click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_PREDICT_EVALUATE_JSON", allow_from_autoenv=False,
+              show_envvar=True, help='Print {"jobs": N, "predictors": {name: metrics}} instead of the table.')
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
                  plot_path: str | None, as_json: bool) -> None:
@@ -148,6 +156,10 @@ def evaluate_cmd(ctx: click.Context, trace: str | None, fmt: str | None, from_db
         raise click.UsageError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
     plot = output_file(plot_path, "--plot") if plot_path else None
     jobs = _load_jobs(ctx, trace, fmt, db_url)
+    if not any(observed_runtime(j) is not None for j in jobs):
+        if trace is not None:
+            raise TraceFormatError(f"{trace}: no finished job with a run time to evaluate on")
+        raise ConfigError("the history database has no finished job with a run time to evaluate on")
     result = _run(jobs)
     if plot is not None:
         with writing(plot, "--plot"):
@@ -166,7 +178,7 @@ def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: s
     from slurmsched.model import JobRecord
 
     if trace is not None:
-        from slurmsched.traces import iter_trace
+        from slurmsched.traces import iter_trace, line_numbers
 
         jobs: list[JobRecord] = []
         bad: list[BadLine] = []
@@ -178,8 +190,7 @@ def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: s
                     bad.append(item)
                 bar.update()
         if bad:
-            shown = ", ".join(str(b.lineno) for b in bad[:10])
-            click.echo(f"skipped {len(bad)} unreadable line(s): {shown}{' ...' if len(bad) > 10 else ''}", err=True)
+            click.echo(f"skipped {len(bad)} unreadable line(s): {line_numbers([b.lineno for b in bad])}", err=True)
         return jobs
     from slurmsched.store.repository import open_repository
 
@@ -198,14 +209,11 @@ def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: s
 def _run(jobs: Sequence["JobRecord"]) -> "Evaluation":
     from tqdm import tqdm
 
-    from slurmsched.predict.common import observed_runtime
     from slurmsched.predict.evaluate import evaluate, has_time_limits
     from slurmsched.predict.registry import make_predictor
 
     names = [n for n in BASELINES if n != "user_limit" or has_time_limits(jobs)] + ["slurmsched"]
     runs = sum(1 for j in jobs if observed_runtime(j) is not None)
-    if not runs:
-        raise click.ClickException("no finished job with a run time to evaluate on")
     with tqdm(total=runs, desc="evaluating", unit=" jobs", disable=None, leave=False) as bar:
         return evaluate(jobs, [make_predictor(n) for n in names], progress=bar.update)
 

@@ -1,4 +1,10 @@
-"""``slurmsched simulate``: replay a trace (or the site's history) under several policies."""
+"""``slurmsched simulate``: replay a trace (or the site's history) under several policies.
+
+Every option has an environment twin (``--help`` lists them): options that mirror a
+config key use that key's variable (``--interval`` = ``SLURMSCHED_DAEMON_INTERVAL_S``,
+``--target-load`` = ``SLURMSCHED_SIM_TARGET_LOAD``, ``--workers`` =
+``SLURMSCHED_SIM_WORKERS``), the rest ``SLURMSCHED_SIMULATE_<OPTION>``.
+"""
 
 from __future__ import annotations
 
@@ -20,42 +26,61 @@ if TYPE_CHECKING:
 
 
 @click.command("simulate")
-@click.option("--trace", type=click.Path(dir_okay=False), default=None,
+@click.option("--trace", type=click.Path(dir_okay=False), default=None, envvar="SLURMSCHED_SIMULATE_TRACE",
+              show_envvar=True,
               help="Trace file to replay (see --format); for itp also ARCHIVE:MEMBER, one cluster at a time.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Trace format.")
-@click.option("--from-db", is_flag=True, help="Replay the finished jobs of the history database instead.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              envvar="SLURMSCHED_SIMULATE_FORMAT", allow_from_autoenv=False,
+              show_envvar=True, help="Trace format.")
+@click.option("--from-db", is_flag=True, envvar="SLURMSCHED_SIMULATE_FROM_DB", show_envvar=True,
+              help="Replay the finished jobs of the history database instead.")
 @DB_OPTION
 @click.option("--cluster", "cluster_name", metavar="NAME", default=None,
-              help="With --from-db: the cluster to replay (default: the only one in the history).")
-@click.option("--since", type=Moment(), default=None,
+              envvar="SLURMSCHED_SIMULATE_CLUSTER", allow_from_autoenv=False,
+              show_envvar=True, help="With --from-db: the cluster to replay (default: the only one in the history).")
+@click.option("--since", type=Moment(), default=None, envvar="SLURMSCHED_SIMULATE_SINCE", show_envvar=True,
               help="With --from-db: replay jobs submitted since DATE (YYYY-MM-DD[THH:MM] or an age like 30d).")
-@click.option("--until", type=Moment(), default=None, help="With --from-db: replay jobs submitted before DATE.")
-@click.option("--warmup", type=Duration(), default=None,
+@click.option("--until", type=Moment(), default=None, envvar="SLURMSCHED_SIMULATE_UNTIL", show_envvar=True,
+              help="With --from-db: replay jobs submitted before DATE.")
+@click.option("--warmup", type=Duration(), default=None, envvar="SLURMSCHED_SIMULATE_WARMUP", show_envvar=True,
               help="With --since: also replay the jobs of this long before it (e.g. 2d), so the cluster is not "
                    "empty at the start, and leave them out of the results.")
 @click.option("--policy", "policy_names", default="fifo,sjf,qssf", show_default=True,
+              envvar="SLURMSCHED_SIMULATE_POLICY", allow_from_autoenv=False, show_envvar=True,
               help="Comma-separated policies: fifo, sjf, qssf, qssf-noaging, qssf-helios, multifactor; a "
                    "policy with other settings as NAME:KEY=VALUE[:KEY=VALUE], e.g. qssf:max_wait_h=48 (a key of "
                    "its [policy.qssf] table, planner.KEY, or predictor=NAME).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Directory for the table, results.json and the PNG plots.")
-@click.option("--gpus", type=click.IntRange(min=1), default=None, help="Simulated cluster size in GPUs.")
-@click.option("--nodes", type=click.IntRange(min=1), default=None, help="Simulated cluster size in nodes.")
+              envvar="SLURMSCHED_SIMULATE_OUT", allow_from_autoenv=False,
+              show_envvar=True, help="Directory for the table, results.json and the PNG plots.")
+@click.option("--gpus", type=click.IntRange(min=1), default=None, envvar="SLURMSCHED_SIMULATE_GPUS",
+              show_envvar=True, help="Simulated cluster size in GPUs (rounded up to whole nodes).")
+@click.option("--nodes", type=click.IntRange(min=1), default=None, envvar="SLURMSCHED_SIMULATE_NODES",
+              show_envvar=True, help="Simulated cluster size in nodes.")
 @click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
+              envvar="SLURMSCHED_SIMULATE_GPUS_PER_NODE", show_envvar=True,
               help="GPUs per simulated node (default: the trace's, else sim.gpus_per_node).")
-@click.option("--nodes-from-slurm", is_flag=True,
+@click.option("--nodes-from-slurm", is_flag=True, envvar="SLURMSCHED_SIMULATE_NODES_FROM_SLURM", show_envvar=True,
               help="Simulate the GPU nodes and partitions slurmctld reports now (the live cluster's twin).")
 @click.option("--target-load", type=click.FloatRange(0, 1.5, min_open=True), default=None,
+              envvar="SLURMSCHED_SIM_TARGET_LOAD", allow_from_autoenv=False, show_envvar=True,
               help="Offered load to size the cluster for when neither the trace nor --gpus/--nodes give it "
                    "(default sim.target_load).")
 @click.option("--jobs", "limit", type=click.IntRange(min=1), default=None,
-              help="Replay only the first N jobs by submit time (--warmup's jobs come on top).")
-@click.option("--interval", "interval_s", type=click.FloatRange(0, min_open=True), default=None,
-              help="The daemon's cycle interval in simulated seconds (default daemon.interval_s).")
+              envvar="SLURMSCHED_SIMULATE_JOBS", allow_from_autoenv=False,
+              show_envvar=True, help="Replay only the first N jobs by submit time (--warmup's jobs come on top).")
+@click.option("--interval", "interval_s", type=Duration(), default=None,
+              envvar="SLURMSCHED_DAEMON_INTERVAL_S", allow_from_autoenv=False,
+              show_envvar=True,
+              help="The daemon's cycle interval in simulated time (60, 90s, 5m); default daemon.interval_s.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Policies to simulate at once, one process each (default sim.workers).")
-@click.option("--json", "as_json", is_flag=True, help="Print {\"jobs\": N, \"policies\": {...}} only.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on stderr.")
+              envvar="SLURMSCHED_SIM_WORKERS", allow_from_autoenv=False,
+              show_envvar=True, help="Policies to simulate at once, one process each (default sim.workers).")
+@click.option("--json", "as_json", is_flag=True,
+              envvar="SLURMSCHED_SIMULATE_JSON", allow_from_autoenv=False, show_envvar=True,
+              help="Print {\"jobs\": N, \"left_out\": {...}, \"policies\": {...}} only.")
+@click.option("--progress/--no-progress", default=True, show_default=True, envvar="SLURMSCHED_SIMULATE_PROGRESS",
+              show_envvar=True, help="Progress bars on stderr.")
 @click.pass_context
 def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
              cluster_name: str | None, since: float | None, until: float | None, warmup: float | None,

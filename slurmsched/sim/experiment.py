@@ -17,7 +17,7 @@ from slurmsched.sim.policies import SimPolicy, engine_factory, scheduler_config
 from slurmsched.sim.runner import SimResult, SimSettings, simulate
 from slurmsched.sim.sizing import offered_load
 from slurmsched.sim.workers import run_side_by_side
-from slurmsched.sim.workload import TraceJob, Workload
+from slurmsched.sim.workload import LeftOut, TraceJob, Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,8 @@ class Comparison:
         runs: one per policy, in the order asked for.
         slurmctld: the simulated slurmctld's settings (``[sim]``, or the live cluster's
             priority weights with ``--nodes-from-slurm``).
+        left_out: what of the input was not replayed, and why (the same for every policy:
+            the jobs too big for their partition depend on the cluster alone).
     """
 
     source: str
@@ -52,6 +54,7 @@ class Comparison:
     interval_s: float
     runs: tuple[PolicyRun, ...]
     slurmctld: SimSection
+    left_out: LeftOut = LeftOut()
 
     def run(self, name: str) -> PolicyRun | None:
         """The run of the named policy, if it was simulated."""
@@ -103,5 +106,6 @@ def compare(workload: Workload, cluster: ClusterSpec, size_note: str, policies: 
     inputs = _Inputs(workload.jobs, cluster, config, durations, settings, workload.measured_from)
     runs = run_side_by_side(inputs.run, policies, config.sim.workers)
     simulated = len(runs[0].result.outcomes) if runs else len(workload.jobs)
+    too_big = runs[0].result.dropped if runs else 0
     return Comparison(workload.source, simulated, cluster, size_note, offered_load(workload, cluster),
-                      config.daemon.interval_s, tuple(runs), config.sim)
+                      config.daemon.interval_s, tuple(runs), config.sim, workload.left_out.with_too_big(too_big))

@@ -35,8 +35,9 @@ def _ratio(value: float, base: float) -> str:
 def render_table(comparison: Comparison) -> str:
     """The comparison as a fixed-width table, ratios against FIFO when FIFO was run."""
     c = comparison
-    lines = [f"{c.source}: {c.jobs} jobs on {c.cluster.describe()} ({c.size_note}); "
-             f"offered load {c.offered_load:.0%}; daemon cycle every {c.interval_s:g} s"]
+    left_out = c.left_out.describe()
+    lines = [f"{c.source}: {c.jobs} jobs{f' ({left_out})' if left_out else ''} on {c.cluster.describe()} "
+             f"({c.size_note}); offered load {c.offered_load:.0%}; daemon cycle every {c.interval_s:g} s"]
     width = max([13, *(len(run.policy.name) for run in c.runs)])
     header = (f"{'policy':<{width}} {'avg JCT':>8} {'vsFIFO':>6} {'avg wait':>8} {'vsFIFO':>6} {'p50 wait':>8} "
               f"{'p99 wait':>8} {'max wait':>8} {'vsFIFO':>6} {'bsld':>7} {'util':>5} {'gain':>6}")
@@ -59,8 +60,8 @@ def render_table(comparison: Comparison) -> str:
 
 
 def summary(comparison: Comparison) -> dict[str, object]:
-    """``{"jobs": N, "policies": {name: {avg_jct_s, ...}}}`` (what ``--json`` prints)."""
-    return {"jobs": comparison.jobs,
+    """``{"jobs": N, "left_out": {...}, "policies": {name: {avg_jct_s, ...}}}`` (what ``--json`` prints)."""
+    return {"jobs": comparison.jobs, "left_out": comparison.left_out.as_dict(),
             "policies": {run.policy.name: run.metrics.as_dict() for run in comparison.runs}}
 
 
@@ -78,11 +79,11 @@ def details(comparison: Comparison) -> dict[str, object]:
             "engine_s": run.result.engine_s,
             "rpcs": run.result.rpcs,
             "wall_s": run.result.wall_s,
-            "dropped_jobs": run.result.dropped,
             "wait_by_size": [{"gpus": label, "jobs": n, "avg_wait_s": w}
                              for label, n, w in wait_by_size(run.result.outcomes)],
         }
-    return {"source": c.source, "jobs": c.jobs, "offered_load": c.offered_load, "interval_s": c.interval_s,
+    return {"source": c.source, "jobs": c.jobs, "left_out": c.left_out.as_dict(), "offered_load": c.offered_load,
+            "interval_s": c.interval_s,
             "cluster": {"name": c.cluster.name, "nodes": len(c.cluster.nodes), "gpus": c.cluster.total_gpus,
                         "shape": c.cluster.describe(), "size_from": c.size_note,
                         "partitions": [{"name": p.name, "tier": p.tier, "priority_factor": p.priority_factor,

@@ -6,7 +6,8 @@ In order of precedence:
    live cluster's twin, :func:`~slurmsched.sim.cluster.cluster_from_nodes`).
 1. ``--nodes N --gpus-per-node G``: N identical nodes.
 2. ``--gpus N``: ``ceil(N / G)`` nodes of G GPUs (G: ``--gpus-per-node``, else the
-   trace's processors per node for SWF, else ``sim.gpus_per_node``, 8).
+   trace's processors per node for SWF, else ``sim.gpus_per_node``, 8); the note says
+   when N was rounded up to whole nodes.
 3. The trace's own description: SWF headers give ``MaxProcs`` and ``MaxNodes``
    (CTC-SP2: 338 x 1, HPC2N: 240 x 1). One-processor nodes are interchangeable (any
    free processors serve any job), so such a machine is modelled as one node holding
@@ -14,9 +15,12 @@ In order of precedence:
    node counts in a ``# per-VC pool sizes (nodes, 8 GPU/node): vcvGl=20, vcvlY=2``
    comment line, which become separate pools, one partition each.
 4. Otherwise (Philly, ITP, a site's history) the cluster is sized for a target offered
-   load: ``GPUs = offered GPU-seconds / arrival span / target_load`` rounded to the
-   nearest whole node (never smaller than the biggest job). For the Philly trace the
-   default ``sim.target_load`` of 0.83 gives 448 GPUs.
+   load: ``GPUs = offered GPU-seconds / arrival span / target_load`` (the measured jobs,
+   as :func:`offered_load` counts them) rounded to the nearest whole node. For the
+   Philly trace the default ``sim.target_load`` of 0.83 gives 448 GPUs. Two bounds, each
+   named in the note since the offered load then differs from the target: never
+   smaller than the biggest job, and never bigger than all jobs at once (a trace whose
+   arrivals span too little time, a single job, say, offers no load to size for).
 """
 
 from __future__ import annotations
@@ -75,11 +79,59 @@ def helios_pools(path: str | Path) -> dict[str, tuple[int, int]] | None:
     return None
 
 
-def _by_load(workload: Workload, per_node: int, target_load: float) -> ClusterSpec:
-    span = max(workload.span_s, 1.0)
-    gpus = workload.gpu_seconds / span / target_load
-    nodes = max(round(gpus / per_node), math.ceil(workload.max_units / per_node), 1)
-    return ClusterSpec.uniform(nodes, per_node)
+def _measured(workload: Workload) -> Workload:
+    """The workload without its warm-up's jobs."""
+    start = workload.measured_from
+    if start is None:
+        return workload
+    return dataclasses.replace(workload, jobs=tuple(j for j in workload.jobs if j.record.submit_time >= start))
+
+
+def _work_rate(workload: Workload) -> float:
+    """GPU-seconds offered per second of the measured jobs' arrival span (at least 1 s)."""
+    measured = _measured(workload)
+    return measured.gpu_seconds / max(measured.span_s, 1.0)
+
+
+def _by_load(workload: Workload, per_node: int, target_load: float) -> tuple[ClusterSpec, str]:
+    """Nodes for ``target_load`` offered load, within the bounds, and a note that says which held."""
+    wanted = round(_work_rate(workload) / target_load / per_node)
+    biggest = math.ceil(workload.max_units / per_node)
+    everything = math.ceil(sum(j.units for j in workload.jobs) / per_node)
+    if wanted > everything:
+        spec = ClusterSpec.uniform(everything, per_node)
+        jobs = f"all {len(workload.jobs)} jobs" if len(workload.jobs) > 1 else "its one job"
+        return spec, (f"room for {jobs} at once: the arrivals span too little time to size for "
+                      f"{target_load:.0%} offered load")
+    if wanted < biggest:
+        spec = ClusterSpec.uniform(biggest, per_node)
+        return spec, (f"as big as the biggest job: {target_load:.0%} offered load would need only "
+                      f"{max(wanted, 0) * per_node} GPUs")
+    return ClusterSpec.uniform(wanted, per_node), f"sized for {target_load:.0%} offered load"
+
+
+def _given(request: SizeRequest, per_node: int) -> tuple[ClusterSpec, str]:
+    """The cluster ``--nodes`` or ``--gpus`` asks for, and a note that says which (and any rounding)."""
+    if request.nodes is not None:
+        return ClusterSpec.uniform(request.nodes, per_node), f"--nodes {request.nodes}"
+    assert request.gpus is not None  # the caller checked
+    nodes = math.ceil(request.gpus / per_node)
+    if nodes * per_node == request.gpus:
+        return ClusterSpec.uniform(nodes, per_node), f"--gpus {request.gpus}"
+    return (ClusterSpec.uniform(nodes, per_node),
+            f"--gpus {request.gpus} rounded up to whole nodes of {per_node}")
+
+
+def _too_small_advice(request: SizeRequest, per_node: int, units: int) -> str:
+    """What to do when the cluster cannot hold a job of ``units`` GPUs, for how it was sized."""
+    if request.live is not None:
+        return ("slurmctld's largest partition cannot run it: leave out --nodes-from-slurm to replay on a sized "
+                "cluster (--gpus or --nodes)")
+    if request.nodes is not None:
+        return f"give --nodes {math.ceil(units / per_node)} or more"
+    if request.gpus is not None:
+        return f"give --gpus {units} or more"
+    return "size the cluster with --gpus or --nodes"
 
 
 def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path | None = None,
@@ -87,17 +139,16 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
     """The simulated cluster and a short note on where its size came from.
 
     Raises:
-        ConfigError: the cluster is smaller than the biggest job.
+        ConfigError: the cluster (its largest partition) is smaller than the biggest job;
+            the message says what to give instead, for how the size was chosen.
     """
     header = read_swf_header(path) if fmt == "swf" and path is not None else None
     per_node = request.gpus_per_node or (header.procs_per_node if header else request.default_gpus_per_node)
     if request.live is not None:
         spec = request.live
         note = f"the nodes, partitions and priority weights slurmctld of {spec.name!r} reports"
-    elif request.nodes is not None:
-        spec, note = ClusterSpec.uniform(request.nodes, per_node), "given"
-    elif request.gpus is not None:
-        spec, note = ClusterSpec.uniform(math.ceil(request.gpus / per_node), per_node), "given"
+    elif request.nodes is not None or request.gpus is not None:
+        spec, note = _given(request, per_node)
     elif header is not None and header.max_procs:
         if per_node == 1:
             spec = ClusterSpec.uniform(1, header.max_procs)
@@ -108,18 +159,15 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
     elif fmt == "helios" and path is not None and (pools := helios_pools(path)):
         spec, note = ClusterSpec.pools(pools), "Helios per-VC pool sizes"
     else:
-        spec = _by_load(workload, per_node, request.target_load)
-        note = f"sized for {request.target_load:.0%} offered load"
-    if workload.max_units > max(spec.partition_gpus(p) for p in spec.partitions):
-        raise ConfigError(f"the simulated cluster ({spec.describe()}) is smaller than the biggest job "
-                          f"({workload.max_units} GPUs); give --gpus or --nodes")
+        spec, note = _by_load(workload, per_node, request.target_load)
+    largest = max(spec.partition_gpus(p) for p in spec.partitions)
+    if workload.max_units > largest:
+        raise ConfigError(f"the simulated cluster ({spec.describe()}; {note}) is smaller than the biggest job "
+                          f"({workload.max_units} GPUs): {_too_small_advice(request, per_node, workload.max_units)}")
     return spec, note
 
 
 def offered_load(workload: Workload, spec: ClusterSpec) -> float:
     """Work offered per GPU-second of the cluster over the arrival span of the measured
     jobs (a warm-up's jobs are left out)."""
-    start = workload.measured_from
-    if start is not None:
-        workload = dataclasses.replace(workload, jobs=tuple(j for j in workload.jobs if j.record.submit_time >= start))
-    return workload.gpu_seconds / max(workload.span_s, 1.0) / spec.total_gpus
+    return _work_rate(workload) / spec.total_gpus

@@ -4,23 +4,76 @@ Each job keeps the record the trace gave (user, name, partition, requested time 
 its true run time and its *units*: the GPUs it occupies. In a workload without any GPU
 job (the SWF traces are CPU traces) processors play the part of GPUs; in a workload
 with GPU jobs, jobs without GPUs are left out (the simulated cluster is a GPU pool).
+What is left out, and why, is counted in :class:`LeftOut`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from tqdm import tqdm
 
 from slurmsched.errors import ConfigError, TraceFormatError
 from slurmsched.model import JobRecord
-from slurmsched.traces import BadLine, iter_trace
+from slurmsched.traces import BadLine, iter_numbered, line_numbers
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """What of the input a simulation does not replay, by reason.
+
+    Attributes:
+        unreadable_lines: line numbers of the trace rows the reader could not parse, in
+            file order (within its member, for an ITP archive).
+        no_run_time: readable jobs without a run time (they never ran).
+        cpu_only: jobs without GPUs in a workload with GPU jobs (the simulated cluster
+            is a GPU pool).
+        no_processors: jobs without processors (nor GPUs) in a workload without GPUs.
+        too_big: jobs larger than their partition of the simulated cluster (known once
+            the cluster is sized: :meth:`with_too_big`).
+    """
+
+    unreadable_lines: tuple[int, ...] = ()
+    no_run_time: int = 0
+    cpu_only: int = 0
+    no_processors: int = 0
+    too_big: int = 0
+
+    @property
+    def jobs(self) -> int:
+        """Readable jobs left out, for every reason (unreadable lines are not counted as jobs)."""
+        return self.no_run_time + self.cpu_only + self.no_processors + self.too_big
+
+    def with_too_big(self, count: int) -> LeftOut:
+        """The same, with ``count`` jobs too big for their partition."""
+        return dataclasses.replace(self, too_big=count)
+
+    def describe(self) -> str:
+        """One clause for people, ``""`` when nothing was left out: ``"5 left out: 4 CPU-only in
+        a GPU workload, 1 without a run time; 3 unreadable lines: 3, 4, 6"``."""
+        reasons = [f"{n} {what}" for n, what in ((self.cpu_only, "CPU-only in a GPU workload"),
+                                                  (self.no_run_time, "without a run time"),
+                                                  (self.no_processors, "without processors"),
+                                                  (self.too_big, "larger than their partition")) if n]
+        parts = [f"{self.jobs} left out: {', '.join(reasons)}"] if reasons else []
+        if self.unreadable_lines:
+            count = len(self.unreadable_lines)
+            parts.append(f"{count} unreadable line{'s' if count > 1 else ''}: {line_numbers(self.unreadable_lines)}")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        """The counts as ``results.json`` and ``--json`` record them (every line number)."""
+        return {"jobs": self.jobs, "cpu_only": self.cpu_only, "no_run_time": self.no_run_time,
+                "no_processors": self.no_processors, "too_big_for_partition": self.too_big,
+                "unreadable_lines": len(self.unreadable_lines),
+                "unreadable_line_numbers": list(self.unreadable_lines)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,17 +98,15 @@ class Workload:
     Attributes:
         jobs: the jobs to replay.
         source: where they came from (a path, or ``"history"``).
-        bad_lines: trace rows the reader could not parse.
-        skipped: readable jobs left out: no run time, or no units (no GPUs in a GPU
-            workload, no processors in a CPU one).
+        left_out: unreadable trace rows, and readable jobs that cannot be replayed (no
+            run time, no GPUs in a GPU workload, no processors in a CPU one).
         measured_from: jobs submitted before this time (POSIX seconds) are a warm-up:
             replayed, so the cluster is not empty, but left out of the results.
     """
 
     jobs: tuple[TraceJob, ...]
     source: str
-    bad_lines: int = 0
-    skipped: int = 0
+    left_out: LeftOut = LeftOut()
     measured_from: float | None = None
 
     @property
@@ -76,68 +127,92 @@ class Workload:
         return max((j.units for j in self.jobs), default=0)
 
 
-def _trace_job(record: JobRecord, gpu_workload: bool) -> TraceJob | None:
-    duration = record.runtime_s
-    units = record.gpus if gpu_workload else record.cpus
-    if duration is None or units <= 0:
-        return None
-    return TraceJob(record, duration, units)
-
-
-def workload_from_records(records: Iterable[JobRecord], source: str, *, bad_lines: int = 0,
-                          limit: int | None = None) -> Workload:
+def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadable: Sequence[int] = (),
+                          limit: int | None = None, lines: Sequence[int] | None = None,
+                          hint: str = "") -> Workload:
     """Build a workload from finished job records.
 
     Args:
+        records: the jobs, any order.
+        source: where they came from, for messages.
+        unreadable: line numbers of trace rows that could not be read (recorded in ``left_out``).
         limit: keep only the first ``limit`` jobs by submit time.
+        lines: each record's line in the trace (aligned with ``records``), named when a
+            job id repeats.
+        hint: appended to that message (what to do about it, for this input).
 
     Raises:
-        TraceFormatError: two jobs share a job id (e.g. several ITP clusters read at once).
+        TraceFormatError: two jobs to replay share a job id.
     """
-    records = list(records)
     gpu_workload = any(r.gpus > 0 for r in records)
     jobs: list[TraceJob] = []
-    skipped = 0
-    seen: set[int] = set()
-    for record in records:
-        job = _trace_job(record, gpu_workload)
-        if job is None:
-            skipped += 1
+    no_run_time = no_units = 0
+    first: dict[int, int] = {}
+    for index, record in enumerate(records):
+        duration = record.runtime_s
+        units = record.gpus if gpu_workload else record.cpus
+        if duration is None:
+            no_run_time += 1
             continue
-        if record.job_id in seen:
-            raise TraceFormatError(f"{source}: job id {record.job_id} appears twice; simulate one cluster at a "
-                                   f"time (for the ITP archive: ARCHIVE:clusterNN.csv)")
-        seen.add(record.job_id)
-        jobs.append(job)
+        if units <= 0:
+            no_units += 1
+            continue
+        earlier = first.setdefault(record.job_id, index)
+        if earlier != index:
+            raise TraceFormatError(f"{source}: job id {record.job_id} appears twice"
+                                   f"{_where(records, lines, earlier, index)}{hint}")
+        jobs.append(TraceJob(record, duration, units))
     jobs.sort(key=lambda j: (j.record.submit_time, j.record.job_id))
     if limit is not None:
         jobs = jobs[:limit]
-    if skipped:
-        log.info("%s: %d jobs without a run time or resources left out", source, skipped)
-    return Workload(tuple(jobs), source, bad_lines, skipped)
+    left_out = LeftOut(tuple(unreadable), no_run_time=no_run_time, cpu_only=no_units if gpu_workload else 0,
+                       no_processors=0 if gpu_workload else no_units)
+    return Workload(tuple(jobs), source, left_out)
+
+
+def _where(records: Sequence[JobRecord], lines: Sequence[int] | None, first: int, second: int) -> str:
+    """`` (lines 3 and 9)`` for two records of one file, `` (line 2 of cluster01 and line 2 of
+    cluster02)`` for two clusters of an archive; ``""`` without line numbers."""
+    if lines is None:
+        return ""
+    a, b = records[first], records[second]
+    if a.cluster != b.cluster:
+        return f" (line {lines[first]} of {a.cluster} and line {lines[second]} of {b.cluster})"
+    return f" (lines {lines[first]} and {lines[second]})"
+
+
+#: What to do about repeated job ids in the ITP archive: its clusters number their jobs alike.
+ITP_HINT = "; simulate one cluster at a time (for the ITP archive: ARCHIVE:clusterNN.csv)"
 
 
 def load_trace(path: str | Path, fmt: str, *, limit: int | None = None, progress: bool = False) -> Workload:
     """Read a trace file (any format of :func:`slurmsched.traces.iter_trace`).
 
+    Unreadable rows are left out and their line numbers kept in ``left_out`` (each
+    reason is logged at debug level).
+
     Raises:
-        TraceFormatError: unreadable file, unknown format, or duplicate job ids.
+        TraceFormatError: unreadable file (also part-way: a corrupt gzip), unknown
+            format, no job with a run time, or a job id that appears twice (the message
+            names both lines).
     """
     records: list[JobRecord] = []
-    bad = 0
-    items = tqdm(iter_trace(path, fmt), desc="reading trace", unit=" jobs", disable=not progress,
+    lines = array("q")
+    bad: list[int] = []
+    items = tqdm(iter_numbered(path, fmt), desc="reading trace", unit=" jobs", disable=not progress,
                  mininterval=0.5, leave=False)
-    for item in items:
+    for lineno, item in items:
         if isinstance(item, BadLine):
-            bad += 1
-            log.debug("%s line %d: %s", path, item.lineno, item.reason)
+            bad.append(lineno)
+            log.debug("%s line %d: %s", path, lineno, item.reason)
         else:
             records.append(item)
-    if bad:
-        log.warning("%s: %d unreadable lines skipped", path, bad)
-    workload = workload_from_records(records, str(path), bad_lines=bad, limit=limit)
+            lines.append(lineno)
+    workload = workload_from_records(records, str(path), unreadable=bad, limit=limit, lines=lines,
+                                     hint=ITP_HINT if fmt == "itp" else "")
     if not workload.jobs:
-        raise TraceFormatError(f"{path}: no job with a run time to simulate")
+        raise TraceFormatError(f"{path}: no job with a run time to simulate"
+                               + (f" ({workload.left_out.describe()})" if workload.left_out.describe() else ""))
     return workload
 
 

@@ -55,8 +55,8 @@ def test_evaluate_trace_json_table_and_plot(tmp_path: Path) -> None:
 
 def test_evaluate_from_db_without_time_limits_skips_user_limit(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'h.db'}"
+    assert _invoke("db", "upgrade", "--db", url).exit_code == 0  # creates the file
     repo = SqlJobRepository.from_url(url)
-    repo.upgrade()
     jobs = [JobRecord(job_id=i, user=f"u{i % 3}", name=f"n{i % 2}", submit_time=1e9 + 100 * i,
                       start_time=1e9 + 100 * i, end_time=1e9 + 100 * i + 50 * (1 + i % 3),
                       state=JobState.COMPLETED, cluster="c") for i in range(1, 301)]
@@ -81,6 +81,23 @@ def test_evaluate_usage_errors(tmp_path: Path) -> None:
     assert "Traceback" not in nowhere.output
 
 
+def test_evaluate_without_a_finished_job_is_an_error_like_the_others(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.swf"
+    empty.write_text("; MaxProcs: 8\n")
+    out = _invoke("predict", "evaluate", "--trace", str(empty), "--format", "swf")
+    assert out.exit_code == 2 and out.stderr == f"error: {empty}: no finished job with a run time to evaluate on\n"
+
+
+def test_evaluate_names_many_unreadable_lines_briefly(tmp_path: Path) -> None:
+    trace = tmp_path / "t.swf"
+    _swf(trace, 300)
+    with trace.open("a") as handle:
+        handle.write("garbage\n" * 12)
+    out = _invoke("predict", "evaluate", "--trace", str(trace), "--format", "swf", "--json")
+    assert out.exit_code == 0, out.output
+    assert "skipped 13 unreadable line(s): 304, 305, 306, 307, 308 and 8 more" in out.stderr
+
+
 @pytest.mark.slurm
 def test_predict_jobid_shows_estimate_spread_and_source(tmp_path: Path, slurm_cluster, slurm_jobs) -> None:
     config = tmp_path / "slurmsched.toml"
@@ -90,8 +107,8 @@ def test_predict_jobid_shows_estimate_spread_and_source(tmp_path: Path, slurm_cl
     user = slurm_cluster.run("id", "-un").stdout.strip()
     name = slurm_jobs.prefix + "train"
     now = time.time()
+    assert _invoke("db", "upgrade", "--db", url).exit_code == 0  # creates the file
     repo = SqlJobRepository.from_url(url)
-    repo.upgrade()
     repo.ingest_finished([JobRecord(job_id=90_000_000 + i, user=user, name=name, submit_time=now - 4000 + i * 600,
                                     start_time=now - 4000 + i * 600, end_time=now - 4000 + i * 600 + 420,
                                     state=JobState.COMPLETED, time_limit_s=3600, gpus=1, cluster="slurmsched")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import io
 import json
+import tarfile
 from datetime import datetime
 from pathlib import Path
 
@@ -16,7 +19,7 @@ from slurmsched.model import JobRecord, JobState
 from slurmsched.sim.metrics import compute_metrics, gain_share, wait_by_size
 from slurmsched.sim.runner import JobOutcome
 from slurmsched.sim.sizing import SizeRequest, helios_pools, offered_load, size_cluster
-from slurmsched.sim.workload import load_trace, workload_from_records
+from slurmsched.sim.workload import LeftOut, load_trace, workload_from_records
 
 REQUEST = SizeRequest(target_load=0.5, default_gpus_per_node=8)
 
@@ -39,10 +42,14 @@ def write_swf(path: Path, jobs: list[tuple[int, int, int, int, int, int]], max_p
 def test_units_are_gpus_or_processors_and_unrunnable_jobs_are_left_out() -> None:
     cpu = workload_from_records([record(2, 10.0, 5.0, cpus=4), record(1, 0.0, 5.0, cpus=2),
                                  record(3, 20.0, None, cpus=2)], "cpu")
-    assert [(j.record.job_id, j.units) for j in cpu.jobs] == [(1, 2), (2, 4)] and cpu.skipped == 1
+    assert [(j.record.job_id, j.units) for j in cpu.jobs] == [(1, 2), (2, 4)]
+    assert cpu.left_out == LeftOut(no_run_time=1)
     assert cpu.span_s == 10.0 and cpu.gpu_seconds == 30.0 and cpu.max_units == 4
-    gpu = workload_from_records([record(1, 0.0, 5.0, gpus=2, cpus=8), record(2, 1.0, 5.0, cpus=8)], "gpu")
-    assert [(j.record.job_id, j.units) for j in gpu.jobs] == [(1, 2)] and gpu.skipped == 1
+    gpu = workload_from_records([record(1, 0.0, 5.0, gpus=2, cpus=8), record(2, 1.0, 5.0, cpus=8),
+                                 record(3, 1.0, None, gpus=1)], "gpu")
+    assert [(j.record.job_id, j.units) for j in gpu.jobs] == [(1, 2)]
+    assert gpu.left_out == LeftOut(cpu_only=1, no_run_time=1)
+    assert gpu.left_out.describe() == "2 left out: 1 CPU-only in a GPU workload, 1 without a run time"
     with pytest.raises(TraceFormatError, match="appears twice"):
         workload_from_records([record(1, 0.0, 5.0, cpus=1), record(1, 9.0, 5.0, cpus=1)], "dup")
 
@@ -182,8 +189,9 @@ def test_simulate_replays_the_history_database(tmp_path: Path) -> None:
     from slurmsched.workload import WorkloadSpec, generate_workload
 
     url = f"sqlite:///{tmp_path / 'history.db'}"
+    upgrade = CliRunner().invoke(main, ["db", "upgrade", "--db", url], env={"SLURMSCHED_CONFIG": None})
+    assert upgrade.exit_code == 0, upgrade.output  # creates the file
     repo = SqlJobRepository.from_url(url)
-    repo.upgrade()
     jobs = generate_workload(WorkloadSpec(jobs=80, mean_interarrival_s=60.0, gpu_nodes=(("a100", 8, 2),)),
                              start=1_700_000_000.0)
     jobs = [dataclasses.replace(job, cluster="gpu") for job in jobs]
@@ -222,9 +230,164 @@ def test_simulate_replays_the_history_database(tmp_path: Path) -> None:
     late = simulate("--cluster", "gpu", "--since", "2099-01-01")
     assert late.exit_code == 2 and "in that time window" in late.output
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
-    repo = SqlJobRepository.from_url(empty)
-    repo.upgrade()
-    repo.close()
+    upgrade = CliRunner().invoke(main, ["db", "upgrade", "--db", empty], env={"SLURMSCHED_CONFIG": None})
+    assert upgrade.exit_code == 0, upgrade.output  # creates the file
     result = CliRunner().invoke(main, ["simulate", "--from-db", "--db", empty, "--no-progress"],
                                 env={"SLURMSCHED_CONFIG": None})
     assert result.exit_code == 2 and "no finished job" in result.output
+
+
+def _simulate(*args: str):  # noqa: ANN202 - click's Result
+    return CliRunner().invoke(main, ["simulate", *args, "--policy", "fifo", "--no-progress"],
+                              env={"SLURMSCHED_CONFIG": None})
+
+
+def test_a_corrupt_or_truncated_gzip_trace_is_an_error_message(tmp_path: Path) -> None:
+    swf = write_swf(tmp_path / "small.swf", [(i, i * 30, 60, 1, 100, 1) for i in range(1, 200)])
+    corrupt = tmp_path / "badhdr.swf.gz"
+    corrupt.write_bytes(b"\x1f\x8bXXXXXXXXXX")
+    truncated = tmp_path / "trunc.swf.gz"
+    truncated.write_bytes(gzip.compress(swf.read_bytes())[:60])
+    for path in (corrupt, truncated):
+        for command in (["simulate", "--trace", str(path), "--format", "swf", "--no-progress"],
+                        ["predict", "evaluate", "--trace", str(path), "--format", "swf"]):
+            result = CliRunner().invoke(main, command, env={"SLURMSCHED_CONFIG": None})
+            assert result.exit_code == 2, result.output
+            assert f"error: cannot read trace {path} to the end: " in result.output
+            assert "Aborted" not in result.output and "Traceback" not in result.output
+
+
+def test_options_have_their_documented_environment_twins(tmp_path: Path) -> None:
+    swf = write_swf(tmp_path / "small.swf", [(i, i * 30, 60, 1, 100, 1) for i in range(1, 41)], max_procs=4)
+    runner = CliRunner()
+    env = {"SLURMSCHED_CONFIG": None, "SLURMSCHED_SIMULATE_TRACE": str(swf), "SLURMSCHED_SIMULATE_FORMAT": "swf",
+           "SLURMSCHED_SIMULATE_POLICY": "fifo", "SLURMSCHED_SIMULATE_JSON": "1", "SLURMSCHED_SIMULATE_JOBS": "10",
+           "SLURMSCHED_SIMULATE_PROGRESS": "0"}
+    result = runner.invoke(main, ["simulate"], env=env)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["jobs"] == 10 and list(summary["policies"]) == ["fifo"]
+    bad = runner.invoke(main, ["simulate"], env={**env, "SLURMSCHED_SIMULATE_JOBS": "abc"})
+    assert bad.exit_code == 2 and "env var: 'SLURMSCHED_SIMULATE_JOBS'): 'abc' is not" in bad.output
+    # the Python parameter names are no environment names
+    old = runner.invoke(main, ["simulate"], env={**env, "SLURMSCHED_SIMULATE_POLICY": None,
+                                                 "SLURMSCHED_SIMULATE_POLICY_NAMES": "qssf"})
+    assert old.exit_code == 0 and list(json.loads(old.output)["policies"]) == ["fifo", "sjf", "qssf"]
+    helps = runner.invoke(main, ["simulate", "--help"]).output + runner.invoke(
+        main, ["predict", "evaluate", "--help"]).output + runner.invoke(main, ["predict", "show", "--help"]).output
+    for name in ("SLURMSCHED_SIMULATE_POLICY", "SLURMSCHED_SIMULATE_JSON", "SLURMSCHED_SIMULATE_JOBS",
+                 "SLURMSCHED_DAEMON_INTERVAL_S", "SLURMSCHED_SIM_TARGET_LOAD", "SLURMSCHED_PREDICT_EVALUATE_TRACE",
+                 "SLURMSCHED_PREDICT_EVALUATE_JSON", "SLURMSCHED_PREDICT_SHOW_JSON"):
+        assert name in helps.replace("\n", "").replace(" ", ""), name
+    every = runner.invoke(main, ["simulate", "--interval", "5m", "--jobs", "10"], env=env)
+    assert every.exit_code == 0, every.output
+    assert "'5x' is not a positive duration" in runner.invoke(main, ["simulate", "--interval", "5x"], env=env).output
+
+
+def _details(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text())
+
+
+def test_cluster_size_notes_and_advice_fit_how_it_was_sized(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    swf = write_swf(tmp_path / "small.swf", [(1, 0, 100, 16, 200, 1), (2, 50, 100, 2, 300, 2)], max_procs=16)
+    args = ["--trace", str(swf), "--format", "swf"]
+    gpus = _simulate(*args, "--gpus", "10")
+    assert gpus.exit_code == 2 and "give --gpus 16 or more" in gpus.output and "give --gpus or" not in gpus.output
+    nodes = _simulate(*args, "--nodes", "1", "--gpus-per-node", "8")
+    assert nodes.exit_code == 2 and "give --nodes 2 or more" in nodes.output
+    rounded = _simulate(*args, "--gpus", "20", "--gpus-per-node", "8")
+    assert rounded.exit_code == 0, rounded.output
+    assert "3 nodes x 8 = 24 GPUs (--gpus 20 rounded up to whole nodes of 8)" in rounded.output
+    exact = _simulate(*args, "--gpus", "24", "--gpus-per-node", "8")
+    assert "(--gpus 24)" in exact.output
+    from slurmsched.model import SchedulerConfig
+    from slurmsched.sim.clock import SimClock
+    from slurmsched.sim.cluster import ClusterSpec
+    from slurmsched.sim.slurm import SimulatedSlurm
+
+    small = SimulatedSlurm(ClusterSpec.uniform(1, 8, name="site"),
+                           SchedulerConfig(priority_type="priority/multifactor"), SimClock(0.0))
+    monkeypatch.setattr("slurmsched.gateway.factory.make_gateway", lambda config: small)
+    live = _simulate(*args, "--nodes-from-slurm")
+    assert live.exit_code == 2 and "leave out --nodes-from-slurm" in live.output and "give --gpus" not in live.output
+
+
+def test_sizing_for_load_says_when_a_bound_held() -> None:
+    one = workload_from_records([record(1, 0.0, 3600.0, gpus=8)], "one")
+    spec, note = size_cluster(one, REQUEST)
+    assert spec.total_gpus == 8 and note == ("room for its one job at once: the arrivals span too little time to "
+                                            "size for 50% offered load")
+    # two 1-GPU jobs a day apart: half load needs no GPU at all, but the biggest job needs 8 (one node)
+    sparse = workload_from_records([record(1, 0.0, 60.0, gpus=1), record(2, 86400.0, 60.0, gpus=1),
+                                    record(3, 3600.0, 60.0, gpus=8)], "sparse")
+    spec, note = size_cluster(sparse, REQUEST)
+    assert spec.total_gpus == 8 and note == "as big as the biggest job: 50% offered load would need only 0 GPUs"
+    # sized on the measured jobs, as the offered load is: the two agree
+    busy = workload_from_records([record(i, i * 100.0, 4000.0 if i > 50 else 10.0, gpus=4) for i in range(1, 101)],
+                                 "busy")
+    warmed = dataclasses.replace(busy, measured_from=5100.0)
+    spec, note = size_cluster(warmed, REQUEST)
+    assert note == "sized for 50% offered load" and offered_load(warmed, spec) == pytest.approx(0.5, rel=0.05)
+
+
+def test_left_out_jobs_and_lines_are_counted_on_screen_and_in_results(tmp_path: Path) -> None:
+    path = tmp_path / "eagle.csv"
+    header = ("job_id,user,account,partition,qos,wallclock_req,nodes_req,processors_req,gpus_req,mem_req,"
+              "submit_time,start_time,end_time,run_time,state,name,work_dir,submit_line\n")
+    rows = []
+    for i in range(1, 11):
+        gpus = 2 if i <= 3 else 0
+        start = "" if i == 10 else f"2019-01-01 00:{i:02d}:00"
+        end = "" if i == 10 else f"2019-01-01 01:{i:02d}:00"
+        rows.append(f"{i},u,a,p,normal,7200,1,4,{gpus},0,2019-01-01 00:{i:02d}:00,{start},{end},3600,"
+                    "COMPLETED,n,w,s\n")
+    rows[5:5] = ["garbage\n"] * 7
+    path.write_text(header + "".join(rows))
+    out = tmp_path / "out"
+    result = _simulate("--trace", str(path), "--format", "eagle", "--gpus", "8", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert (f"{path}: 3 jobs (7 left out: 6 CPU-only in a GPU workload, 1 without a run time; "
+            "7 unreadable lines: 7, 8, 9, 10, 11 and 2 more) on 1 nodes x 8") in result.output
+    left_out = _details(out)["left_out"]
+    assert left_out == {"jobs": 7, "cpu_only": 6, "no_run_time": 0 + 1, "no_processors": 0,
+                        "too_big_for_partition": 0, "unreadable_lines": 7,
+                        "unreadable_line_numbers": [7, 8, 9, 10, 11, 12, 13]}
+    assert "dropped_jobs" not in _details(out)["policies"]["fifo"]
+    as_json = _simulate("--trace", str(path), "--format", "eagle", "--gpus", "8", "--json")
+    assert json.loads(as_json.output)["left_out"] == left_out
+
+
+def test_jobs_too_big_for_their_partition_are_counted_with_the_rest(tmp_path: Path) -> None:
+    from slurmsched.sim.cluster import ClusterSpec
+    from slurmsched.sim.experiment import compare
+    from slurmsched.sim.policies import parse_policies
+    from slurmsched.config import load_config
+    from slurmsched.sim.report import details, render_table
+
+    jobs = [dataclasses.replace(record(i, i * 10.0, 60.0, gpus=2), partition="p") for i in range(1, 5)]
+    jobs.append(dataclasses.replace(record(9, 5.0, 60.0, gpus=16), partition="p"))
+    workload = workload_from_records(jobs, "w")
+    config = load_config(None, environ={})
+    comparison = compare(workload, ClusterSpec.uniform(1, 8), "given", parse_policies("fifo", config), config)
+    assert comparison.jobs == 4 and comparison.left_out == LeftOut(too_big=1)
+    assert details(comparison)["left_out"]["too_big_for_partition"] == 1
+    assert "4 jobs (1 left out: 1 larger than their partition) on" in render_table(comparison)
+
+
+def test_a_repeated_job_id_names_both_lines_and_the_itp_hint_only_for_itp(tmp_path: Path) -> None:
+    swf = write_swf(tmp_path / "dup.swf", [(1, 0, 10, 1, 20, 1), (2, 5, 10, 1, 20, 1), (1, 9, 10, 1, 20, 1)])
+    with pytest.raises(TraceFormatError) as raised:
+        load_trace(swf, "swf")
+    assert str(raised.value) == f"{swf}: job id 1 appears twice (lines 5 and 7)"
+    archive = tmp_path / "itp.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in ("cluster01.csv", "cluster02.csv"):
+            data = b"job_id,submission_time,duration,num_gpu\n# c\nx,0,10,1\n"
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(TraceFormatError) as raised:
+        load_trace(archive, "itp")
+    assert str(raised.value) == (f"{archive}: job id 1 appears twice (line 3 of cluster01 and line 3 of cluster02); "
+                                 "simulate one cluster at a time (for the ITP archive: ARCHIVE:clusterNN.csv)")

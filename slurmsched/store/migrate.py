@@ -3,21 +3,39 @@
 The scripts ship inside the package as ``slurmsched.migrations`` (``db/`` in the source
 tree), so ``slurmsched db upgrade`` works from an installed wheel as well as from a
 checkout.
+
+Alembic logs at INFO whenever it is imported and whenever it reads a revision (about ten
+lines per command); those lines show only when slurmsched logs at debug (``-vv``).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
-from sqlalchemy import Connection, Engine
 
-import slurmsched.migrations
-from slurmsched.store.connect import WRITE_LOCK
+def _quiet_alembic() -> None:
+    """Raise alembic's log level to WARNING unless slurmsched logs at debug or it was set already.
+
+    Runs on import of this module, before alembic's own import logs, so the CLI's
+    ``-v``/``-vv`` (configured before any command loads the store) decides.
+    """
+    alembic_log = logging.getLogger("alembic")
+    if alembic_log.level == logging.NOTSET and not logging.getLogger("slurmsched").isEnabledFor(logging.DEBUG):
+        alembic_log.setLevel(logging.WARNING)
+
+
+_quiet_alembic()
+
+from alembic import command  # noqa: E402 - after _quiet_alembic: importing alembic logs
+from alembic.config import Config as AlembicConfig  # noqa: E402
+from alembic.runtime.migration import MigrationContext  # noqa: E402
+from alembic.script import ScriptDirectory  # noqa: E402
+from alembic.util import CommandError  # noqa: E402
+from sqlalchemy import Connection, Engine  # noqa: E402
+
+import slurmsched.migrations  # noqa: E402
+from slurmsched.store.connect import WRITE_LOCK  # noqa: E402
 
 SCRIPTS = Path(slurmsched.migrations.__file__).resolve().parent
 EMPTY = "empty"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -81,3 +83,14 @@ def test_db_url_from_environment(tmp_path, cli_process) -> None:
     proc = cli_process("db", "upgrade", env={"SLURMSCHED_DB_URL": url})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "env.db").exists()
+
+
+def test_alembic_logs_only_at_debug(tmp_path: Path, cli_process) -> None:
+    env = {"SLURMSCHED_DAEMON_STATE_DIR": str(tmp_path / "state")}
+    assert cli_process("db", "upgrade", env=env).returncode == 0
+    verbose = cli_process("-v", "status", env=env)
+    assert verbose.returncode == 0, verbose.stderr
+    assert "alembic" not in verbose.stderr
+    debug = cli_process("-vv", "status", env=env)
+    assert debug.returncode == 0, debug.stderr
+    assert "INFO alembic.runtime.migration: Context impl SQLiteImpl." in debug.stderr

@@ -41,7 +41,8 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
             window_s: float, cluster: str | None, batch_size: int, db_url: str | None, as_json: bool) -> None:
     """Load finished jobs from a trace file (--trace F --format X) or from accounting (--from-sacct --since D).
 
-    Importing is idempotent: a job attempt already stored is updated, not duplicated.
+    Importing is idempotent: a job attempt already stored is updated, not duplicated; the
+    summary says how many attempts were new and how many were already present.
     Unreadable trace lines are skipped and reported by line number.
     """
     if (trace is None) == (not from_sacct):
@@ -78,9 +79,9 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
 
 
 def _report_json(report: "ImportReport") -> dict[str, object]:
-    return {"rows": report.rows, "batches": report.batches, "bad_lines": len(report.bad_lines),
-            "bad_line_numbers": [b.lineno for b in report.bad_lines], "seconds": round(report.seconds, 3),
-            "rows_per_s": round(report.rows_per_s, 1)}
+    return {"rows": report.rows, "new": report.new, "already_present": report.present, "batches": report.batches,
+            "bad_lines": len(report.bad_lines), "bad_line_numbers": [b.lineno for b in report.bad_lines],
+            "seconds": round(report.seconds, 3), "rows_per_s": round(report.rows_per_s, 1)}
 
 
 @history.command("stats")

@@ -41,12 +41,15 @@ class ImportReport:
 
     Attributes:
         rows: job attempts written (inserted or updated).
+        new: of those, the attempts that were not stored before (the rest were overwritten
+            with what was read, which is how re-importing stays idempotent).
         batches: transactions committed.
         bad_lines: every unreadable row, in file order.
         seconds: wall time of the import.
     """
 
     rows: int
+    new: int
     batches: int
     bad_lines: tuple[BadLine, ...] = ()
     seconds: float = 0.0
@@ -56,9 +59,15 @@ class ImportReport:
         """Import throughput."""
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def present(self) -> int:
+        """Attempts written that were stored already (updated, not added)."""
+        return self.rows - self.new
+
     def summary(self, source: str, show: int = 10) -> str:
-        """One line for people: rows, batches, and the first bad line numbers."""
-        text = f"imported {self.rows} job attempts from {source} in {self.batches} batches ({self.seconds:.1f} s)"
+        """One line for people: new and already present attempts, batches, and the first bad line numbers."""
+        text = (f"imported {self.new} new job attempts, {self.present} already present, from {source} "
+                f"in {self.batches} batches ({self.seconds:.1f} s)")
         if self.bad_lines:
             numbers = ", ".join(str(b.lineno) for b in self.bad_lines[:show])
             more = f", ... ({len(self.bad_lines) - show} more)" if len(self.bad_lines) > show else ""
@@ -74,7 +83,8 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
     one batch is in flight and batches commit in file order).
 
     Args:
-        repo: where to write (each batch is one ``ingest_finished`` call, one transaction).
+        repo: where to write (each batch in one transaction, which also counts the
+            attempts stored before it).
         items: ``JobRecord`` or ``BadLine`` values, as :func:`slurmsched.traces.iter_trace` yields.
         cluster: cluster name for records that carry none (traces mostly do not), so
             job ids of different traces do not collide.
@@ -86,23 +96,25 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
             before it stay, and the message says how far the import got.
     """
     started = time.perf_counter()
-    rows = batches = 0
+    rows = new = batches = 0
     bad: list[BadLine] = []
     batch: list[JobRecord] = []
-    in_flight: tuple[Future[int], int] | None = None
+    in_flight: tuple[Future[tuple[int, int]], int] | None = None
 
     def settle() -> None:
         """Wait for the batch being written; count it, or say how far the import got."""
-        nonlocal rows, batches, in_flight
+        nonlocal rows, new, batches, in_flight
         if in_flight is None:
             return
         future, size = in_flight
         in_flight = None
         try:
-            rows += future.result()
+            written, added = future.result()
         except StoreError as exc:
             raise StoreError(f"{exc} (batch {batches + 1} of {size} rows rolled back; "
                              f"{rows} rows in {batches} earlier batches were imported)") from exc
+        rows += written
+        new += added
         batches += 1
 
     # One writer thread: batch N is written while batch N+1 is read and parsed.
@@ -110,7 +122,7 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
         def flush() -> None:
             nonlocal batch, in_flight
             settle()
-            in_flight = (writer.submit(repo.ingest_finished, batch, cluster=cluster), len(batch))
+            in_flight = (writer.submit(_write_batch, repo, batch, cluster), len(batch))
             batch = []
 
         for item in items:
@@ -125,7 +137,16 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
         if batch:
             flush()
         settle()
-    return ImportReport(rows=rows, batches=batches, bad_lines=tuple(bad), seconds=time.perf_counter() - started)
+    return ImportReport(rows=rows, new=new, batches=batches, bad_lines=tuple(bad),
+                        seconds=time.perf_counter() - started)
+
+
+def _write_batch(repo: SqlJobRepository, jobs: Sequence[JobRecord], cluster: str = "") -> tuple[int, int]:
+    """Upsert ``jobs`` in one transaction (or the caller's): (attempts written, how many of them are new)."""
+    with repo.transaction():
+        present = repo.stored_attempts(jobs, cluster=cluster)
+        written = repo.ingest_finished(jobs, cluster=cluster)
+    return written, written - present
 
 
 def trace_cluster_name(path: str | Path) -> str:
@@ -154,7 +175,7 @@ def import_trace(repo: SqlJobRepository, path: str | Path, fmt: str, *, cluster:
         raise TraceFormatError(f"cannot read trace {path} to the end: {exc}") from None
 
 
-def import_accounting(repo: JobRepository, gateway: SlurmGateway, since: float, *,
+def import_accounting(repo: SqlJobRepository, gateway: SlurmGateway, since: float, *,
                       window_s: float = 86400.0, progress: tqdm | None = None) -> ImportReport:
     """Backfill history from Slurm accounting (``sacct``) and advance the ``sacct`` cursor.
 
@@ -174,19 +195,21 @@ def import_accounting(repo: JobRepository, gateway: SlurmGateway, since: float, 
     jobs = sorted(gateway.finished_since(since), key=lambda j: (j.end_time or 0.0))
     windows = _windows(jobs, since, window_s)
     ceiling = read_at - ACCOUNTING_LAG_S
-    rows = batches = 0
+    rows = new = batches = 0
     if progress is not None:
         progress.reset(total=len(jobs))
     for window_end, window in windows:
         with repo.transaction():
-            rows += repo.ingest_finished(window)
+            written, added = _write_batch(repo, window)
             _advance_cursor(repo, min(window_end, ceiling))
+        rows += written
+        new += added
         batches += 1
         if progress is not None:
             progress.update(len(window))
     _advance_cursor(repo, ceiling)
-    log.info("backfilled %d job attempts from accounting since %s", rows, since)
-    return ImportReport(rows=rows, batches=batches, seconds=time.perf_counter() - started)
+    log.info("backfilled %d job attempts from accounting since %s (%d new)", rows, since, new)
+    return ImportReport(rows=rows, new=new, batches=batches, seconds=time.perf_counter() - started)
 
 
 def _advance_cursor(repo: JobRepository, value: float) -> None:

@@ -57,16 +57,20 @@ def job_to_row(job: JobRecord, cluster: str = "") -> dict[str, Any]:
     }
 
 
+def attempt_key(job: JobRecord, cluster: str = "") -> tuple[str, int, float]:
+    """The :data:`ATTEMPT_KEY` values of a job attempt (``cluster`` when the record carries none)."""
+    return job.cluster or cluster, job.job_id, job.submit_time
+
+
 def unique_attempts(jobs: Sequence[JobRecord], cluster: str = "") -> list[dict[str, Any]]:
     """Rows for ``jobs``, one per attempt key (the last record of an attempt wins).
 
     A single upsert statement may not touch the same row twice (PostgreSQL refuses), and
     ``sacct`` can list an attempt more than once.
     """
-    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    rows: dict[tuple[str, int, float], dict[str, Any]] = {}
     for job in jobs:
-        row = job_to_row(job, cluster)
-        rows[tuple(row[k] for k in ATTEMPT_KEY)] = row
+        rows[attempt_key(job, cluster)] = job_to_row(job, cluster)
     return list(rows.values())
 
 

@@ -24,12 +24,15 @@ from slurmsched.model import ClusterSnapshot, Decision, JobRecord, Prediction
 from slurmsched.store import migrate
 from slurmsched.store.connect import DEFAULT_BUSY_TIMEOUT_S, WRITE_LOCK, display_url, make_engine, store_errors
 from slurmsched.store.protocol import AppliedChange, CycleSummary
-from slurmsched.store.records import ATTEMPT_KEY, JOB_COLUMNS, row_to_job, unique_attempts
+from slurmsched.store.records import ATTEMPT_KEY, JOB_COLUMNS, attempt_key, row_to_job, unique_attempts
 from slurmsched.store.schema import (AppliedChangeRow, Control, Cursor, Cycle, DecisionRow, Job,
                                      LiveJob, ModelRow, PredictionRow, Transition)
 
 #: ``to_state`` of the transition recorded when a job leaves the live queue.
 GONE = "GONE"
+#: Job ids looked up per statement by ``stored_attempts`` (SQLite builds before 3.32 allow
+#: 999 bound values per statement).
+_IDS_PER_QUERY = 900
 
 
 def upsert(conn: Connection, table: FromClause, rows: list[dict[str, Any]], key: Sequence[str],
@@ -171,6 +174,30 @@ class SqlJobRepository:
         with self._conn() as conn:
             upsert(conn, Job.__table__, rows, ATTEMPT_KEY)
         return len(rows)
+
+    def stored_attempts(self, jobs: Sequence[JobRecord], *, cluster: str = "") -> int:
+        """How many of these attempts are stored already (keyed as :meth:`ingest_finished` keys them).
+
+        Called inside the ``transaction()`` that then ingests ``jobs``, it tells the new
+        attempts from the ones the ingest only overwrites. Looks the attempts up by
+        cluster and job id (an index search), a few hundred ids per statement.
+
+        Args:
+            cluster: cluster name for records that carry none, as for :meth:`ingest_finished`.
+        """
+        wanted = {attempt_key(job, cluster) for job in jobs}
+        ids: dict[str, set[int]] = {}
+        for name, job_id, _ in wanted:
+            ids.setdefault(name, set()).add(job_id)
+        found = 0
+        with self._conn(write=False) as conn:
+            for name, of_cluster in ids.items():
+                ordered = sorted(of_cluster)
+                for start in range(0, len(ordered), _IDS_PER_QUERY):
+                    query = select(Job.job_id, Job.submit_time).where(
+                        Job.cluster == name, Job.job_id.in_(ordered[start:start + _IDS_PER_QUERY]))
+                    found += sum((name, job_id, submit) in wanted for job_id, submit in conn.execute(query))
+        return found
 
     def history(self, since: float | None = None, limit: int | None = None) -> list[JobRecord]:
         """Finished attempts with an end time, oldest end first.

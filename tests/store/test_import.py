@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import random
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from slurmsched.errors import StoreError, TraceFormatError
-from slurmsched.store.ingest import import_trace, trace_cluster_name
+from slurmsched.model import JobRecord, JobState
+from slurmsched.store.ingest import import_accounting, import_trace, trace_cluster_name
 from slurmsched.store.repository import SqlJobRepository
 
 HEADER = ["; Version: 2.2", "; UnixStartTime: 1000000000", "; MaxNodes: 16", "; MaxProcs: 64",
@@ -68,9 +71,46 @@ def test_one_percent_bad_lines_import_the_rest_and_are_named(repo: SqlJobReposit
     assert {j.cluster for j in repo.iter_jobs()} == {"site-2024"}
     summary = report.summary(str(swf.path), show=3)
     assert f"skipped 10 bad lines: {swf.bad_lines[0]}, {swf.bad_lines[1]}, {swf.bad_lines[2]}, ... (7 more)" in summary
-    # Importing the same file again changes nothing.
-    assert import_trace(repo, swf.path, "swf", batch_size=128).rows == 990
+    assert (report.new, report.present) == (990, 0)
+    # Importing the same file again changes nothing, and says so.
+    again = import_trace(repo, swf.path, "swf", batch_size=128)
+    assert (again.rows, again.new, again.present) == (990, 0, 990)
     assert repo.count_jobs() == 990
+    assert again.summary("x").startswith("imported 0 new job attempts, 990 already present, from x in 8 batches")
+
+
+def test_a_longer_trace_over_an_imported_one_counts_only_its_new_attempts(repo: SqlJobRepository,
+                                                                            tmp_path: Path) -> None:
+    first = write_swf(tmp_path / "site.swf", jobs=300)
+    assert import_trace(repo, first.path, "swf", batch_size=128).new == 300
+    longer = write_swf(tmp_path / "longer.swf", jobs=1100)  # the same 300 jobs first, then 800 more
+    report = import_trace(repo, longer.path, "swf", cluster="site", batch_size=500)
+    assert (report.rows, report.new, report.present) == (1100, 800, 300)
+    assert repo.count_jobs() == 1100
+
+
+class _Accounting:
+    """A gateway whose accounting holds ``jobs`` (``finished_since`` is all ``import_accounting`` asks)."""
+
+    def __init__(self, jobs: list[JobRecord]) -> None:
+        self.jobs = jobs
+
+    def finished_since(self, since: float) -> list[JobRecord]:
+        return [j for j in self.jobs if (j.end_time or 0) >= since]
+
+
+def test_accounting_backfilled_twice_reports_the_second_as_already_present(repo: SqlJobRepository) -> None:
+    now = time.time()
+    jobs = [JobRecord(job_id=i, user="u", submit_time=now - 7200 + i, start_time=now - 7000 + i,
+                      end_time=now - 3600 + 60 * i, state=JobState.COMPLETED, cluster="c") for i in range(18)]
+    gateway = _Accounting(jobs)
+    first = import_accounting(repo, gateway, now - 86400, window_s=1800)  # type: ignore[arg-type]
+    assert (first.rows, first.new, first.present) == (18, 18, 0)
+    gateway.jobs = [*jobs, dataclasses.replace(jobs[0], job_id=99)]
+    second = import_accounting(repo, gateway, now - 86400, window_s=1800)  # type: ignore[arg-type]
+    assert (second.rows, second.new, second.present) == (19, 1, 18)
+    assert second.summary("accounting").startswith("imported 1 new job attempts, 18 already present, from accounting")
+    assert repo.count_jobs() == 19
 
 
 def test_a_batch_the_database_refuses_is_rolled_back_whole(repo: SqlJobRepository, tmp_path: Path) -> None:
@@ -104,13 +144,18 @@ def test_cli_import_then_stats(db_url: str, tmp_path: Path, cli) -> None:
     swf = write_swf(tmp_path / "small.swf", jobs=300, corrupt_every=100)
     imported = cli("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db_url)
     assert imported.returncode == 0, imported.stderr
-    assert f"imported {swf.good} job attempts" in imported.stdout
+    assert f"imported {swf.good} new job attempts, 0 already present, from {swf.path} in 1 batches" in imported.stdout
     assert "skipped 3 bad lines: " + ", ".join(map(str, swf.bad_lines)) in imported.stdout
 
-    again = cli("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db_url, "--json")
+    again = cli("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db_url)
     assert again.returncode == 0, again.stderr
-    report = json.loads(again.stdout)
+    assert f"imported 0 new job attempts, {swf.good} already present" in again.stdout
+
+    as_json = cli("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db_url, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    report = json.loads(as_json.stdout)
     assert report["rows"] == swf.good and report["bad_line_numbers"] == swf.bad_lines
+    assert report["new"] == 0 and report["already_present"] == swf.good
 
     stats = cli("history", "stats", "--db", db_url, "--json")
     assert stats.returncode == 0, stats.stderr
@@ -131,7 +176,7 @@ def test_console_script_round_trip(tmp_path: Path, cli_process) -> None:
     db = f"sqlite:///{tmp_path / 'state' / 'history.db'}"
     imported = cli_process("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db)
     assert imported.returncode == 0, imported.stderr
-    assert imported.stdout.startswith(f"imported {swf.good} job attempts")
+    assert imported.stdout.startswith(f"imported {swf.good} new job attempts, 0 already present")
     stats = cli_process("history", "stats", "--db", db, "--json")
     assert stats.returncode == 0, stats.stderr
     assert json.loads(stats.stdout)["jobs"] == swf.good

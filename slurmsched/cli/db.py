@@ -15,12 +15,16 @@ DB_OPTION = click.option("--db", "db_url", metavar="URL", default=None,
                          help="Database URL (default: db.url from the config, else SQLite under daemon.state_dir).")
 
 
-def open_unchecked(ctx: click.Context, db_url: str | None) -> "SqlJobRepository":
-    """The configured (or ``--db``) database, without checking its schema."""
+def open_unchecked(ctx: click.Context, db_url: str | None, *, create: bool = False) -> "SqlJobRepository":
+    """The configured (or ``--db``) database, without checking its schema.
+
+    Args:
+        create: create a missing SQLite file (only ``db upgrade``; see
+            :meth:`SqlJobRepository.from_url`); otherwise a missing one is an error.
+    """
     from slurmsched.store.repository import SqlJobRepository  # SQLAlchemy/Alembic load only when used
 
-    config = get_config(ctx)
-    return SqlJobRepository.from_url(db_url or config.db_url, busy_timeout_s=config.db.busy_timeout_s)
+    return SqlJobRepository.from_config(get_config(ctx), create=create, url=db_url)
 
 
 @click.group("db")
@@ -32,10 +36,14 @@ def db() -> None:
 @DB_OPTION
 @click.pass_context
 def upgrade(ctx: click.Context, db_url: str | None) -> None:
-    """Migrate the database to the schema this slurmsched needs (creates it if new)."""
+    """Migrate the database to the schema this slurmsched needs (creates it if new).
+
+    A new SQLite file (mode 0600, owned by the user running this: run it as the daemon's
+    user) is created in an existing directory, or in daemon.state_dir, made if missing.
+    """
     from slurmsched.store.migrate import EMPTY
 
-    repo = open_unchecked(ctx, db_url)
+    repo = open_unchecked(ctx, db_url, create=True)
     try:
         before = repo.schema_revision()
         repo.upgrade()

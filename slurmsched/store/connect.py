@@ -1,7 +1,8 @@
 """Opening the history database and turning driver failures into :class:`StoreError`.
 
-SQLite (the default) is a file under the state directory, created with mode 0600, in
-WAL mode with a busy timeout; PostgreSQL is reached with psycopg 3
+SQLite (the default) is a file under the state directory, created with mode 0600 only by
+an opener that asks to create it (``create=True``), in WAL mode with a busy timeout;
+PostgreSQL is reached with psycopg 3
 (``postgresql+psycopg://``; a bare ``postgresql://`` URL is read the same way).
 """
 
@@ -45,20 +46,28 @@ def display_url(url: URL | str) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
-def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Engine:
-    """Create the engine for ``url``; a new SQLite file is created with mode 0600.
+def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, create: bool = False,
+                state_dir: str | Path | None = None) -> Engine:
+    """Create the engine for ``url``; a missing SQLite file is created only with ``create``.
 
     Args:
         url: ``sqlite:///PATH`` or ``postgresql+psycopg://...``.
         busy_timeout_s: how long SQLite waits for another writer's lock before failing.
+        create: create a missing SQLite file (mode 0600). Its directory must exist,
+            unless it is ``state_dir``, which is then created (mode 0700). Without
+            ``create`` a missing SQLite file is refused and nothing is created.
+            PostgreSQL databases are never created here.
+        state_dir: the configured state directory: the one directory ``create`` may make.
 
     Raises:
-        StoreError: bad URL, missing driver, or the SQLite file cannot be created.
+        StoreError: bad URL, missing driver; for SQLite, a missing file without
+            ``create``, or with it a missing directory other than ``state_dir`` or a
+            file that cannot be created.
     """
     parsed = parse_url(url)
     try:
         if parsed.get_backend_name() == "sqlite":
-            return _sqlite_engine(parsed, busy_timeout_s)
+            return _sqlite_engine(parsed, busy_timeout_s, create, state_dir)
         return create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ImportError) as exc:
         raise StoreError(f"no driver for {display_url(parsed)}: {exc} (pip install 'slurmsched[postgres]')") from None
@@ -68,18 +77,23 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Eng
 WRITE_LOCK = "slurmsched_write_lock"
 
 
-def _sqlite_engine(url: URL, busy_timeout_s: float) -> Engine:
+def _sqlite_engine(url: URL, busy_timeout_s: float, create: bool, state_dir: str | Path | None) -> Engine:
     """SQLite with explicit transactions: ``BEGIN IMMEDIATE`` where :data:`WRITE_LOCK` is set.
 
     A transaction that reads and then writes must hold the write lock from its start:
     under WAL, a deferred transaction whose snapshot is older than another process's
     commit fails at its first write at once, without waiting. So writers take the lock
     up front (waiting up to ``busy_timeout_s`` for it) and readers never block anyone.
+    ``create`` and ``state_dir`` are :func:`make_engine`'s.
     """
     path = url.database
     if not path or path == ":memory:":
         raise StoreError(f"SQLite needs a file: sqlite:///PATH (got {display_url(url)})")
-    _create_private_file(Path(path))
+    if create:
+        _create_private_file(Path(path), state_dir)
+    elif not os.path.exists(path):
+        # sqlite3 would create an empty file here, owned by whoever ran the command.
+        raise StoreError(f"no database at {path}: run 'slurmsched db upgrade' (as the daemon's user)")
     engine = create_engine(url)
 
     @event.listens_for(engine, "connect")
@@ -99,10 +113,19 @@ def _sqlite_engine(url: URL, busy_timeout_s: float) -> Engine:
     return engine
 
 
-def _create_private_file(path: Path) -> None:
-    """Create the database file (and its directory) readable by its owner only."""
+def _create_private_file(path: Path, state_dir: str | Path | None) -> None:
+    """Create the database file readable by its owner only (an existing one is kept as it is).
+
+    Raises:
+        StoreError: the file's directory does not exist and is not ``state_dir`` (a
+            mistyped path must not create directories), or the file cannot be created.
+    """
+    parent = path.parent
+    if not parent.exists():
+        if state_dir is None or os.path.abspath(parent) != os.path.abspath(state_dir):
+            raise StoreError(f"cannot create database file {path}: directory {parent} does not exist")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         os.close(fd)
     except OSError as exc:

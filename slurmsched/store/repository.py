@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sqlalchemy import Connection, Engine, FromClause, delete, func, insert, select, update
@@ -68,13 +69,37 @@ class SqlJobRepository:
         self._last_decisions: dict[tuple[int, str], tuple[Any, ...]] = {}
 
     @classmethod
-    def from_url(cls, url: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> "SqlJobRepository":
-        """Connect to ``sqlite:///PATH`` (file created with mode 0600, WAL) or ``postgresql+psycopg://...``.
+    def from_url(cls, url: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, create: bool = False,
+                 state_dir: str | Path | None = None) -> "SqlJobRepository":
+        """Connect to ``sqlite:///PATH`` (WAL) or ``postgresql+psycopg://...``; the schema is not checked.
+
+        Args:
+            create: create a missing SQLite file (mode 0600) in an existing directory,
+                or in ``state_dir``, which is made if missing; without it a missing
+                SQLite file is refused and nothing is created.
+            state_dir: the configured state directory.
 
         Raises:
-            StoreError: bad URL, missing driver, or the SQLite file cannot be created.
+            StoreError: bad URL, missing driver, or the SQLite file is missing (without
+                ``create``) or cannot be created (see :func:`~slurmsched.store.connect.make_engine`).
         """
-        return cls(make_engine(url, busy_timeout_s))
+        return cls(make_engine(url, busy_timeout_s, create=create, state_dir=state_dir))
+
+    @classmethod
+    def from_config(cls, config: Config, *, create: bool = False, url: str | None = None) -> "SqlJobRepository":
+        """The database the configuration names (or ``url``), its schema not checked.
+
+        Args:
+            config: ``db.url`` (default: SQLite under ``daemon.state_dir``), ``db.busy_timeout_s``
+                and ``daemon.state_dir`` (the directory ``create`` may make).
+            create: create a missing SQLite file (see :meth:`from_url`).
+            url: use this URL instead of the configured one (``--db``).
+
+        Raises:
+            StoreError: as :meth:`from_url`.
+        """
+        return cls.from_url(url or config.db_url, busy_timeout_s=config.db.busy_timeout_s, create=create,
+                            state_dir=config.daemon.state_dir)
 
     @property
     def url(self) -> str:
@@ -435,17 +460,22 @@ class SqlJobRepository:
 def open_repository(config: Config, *, create: bool = False, url: str | None = None) -> SqlJobRepository:
     """The repository the configuration names, with its schema checked.
 
+    Only commands that write history on purpose (``history import``) pass ``create``;
+    every other one refuses a missing SQLite file without creating it, so a command run
+    as root never leaves a database the daemon's user cannot open.
+
     Args:
         config: ``db.url`` (default: SQLite under ``daemon.state_dir``) and ``db.busy_timeout_s``.
-        create: migrate a database that slurmsched never touched (no tables yet) to the
-            current schema instead of refusing it; an older schema is still refused.
+        create: create a missing SQLite file (see :meth:`SqlJobRepository.from_url`) and
+            migrate a database that slurmsched never touched (no tables yet) to the current
+            schema instead of refusing it; an older schema is still refused.
         url: use this URL instead of the configured one (``--db``).
 
     Raises:
         SchemaOutOfDate: the schema is not the one this slurmsched needs.
-        StoreError: the database cannot be opened.
+        StoreError: the database cannot be opened (or, without ``create``, the SQLite file is missing).
     """
-    repo = SqlJobRepository.from_url(url or config.db_url, busy_timeout_s=config.db.busy_timeout_s)
+    repo = SqlJobRepository.from_config(config, create=create, url=url)
     try:
         if create and repo.schema_revision() is None:
             repo.upgrade()
@@ -454,4 +484,3 @@ def open_repository(config: Config, *, create: bool = False, url: str | None = N
         repo.close()
         raise
     return repo
-

@@ -71,8 +71,9 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
 
 @pytest.fixture(params=DIALECTS)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database: a new SQLite file under a state directory, or a new PostgreSQL database."""
+    """An empty database: a SQLite file not created yet (its directory exists), or a new PostgreSQL database."""
     if request.param == "sqlite":
+        (tmp_path / "state").mkdir()
         return f"sqlite:///{tmp_path / 'state' / 'slurmsched.db'}"
     return request.getfixturevalue("postgres_url")
 
@@ -121,7 +122,7 @@ def cli_process():
 @pytest.fixture
 def repo(db_url: str) -> Iterator[SqlJobRepository]:
     """A repository on an empty database migrated to the current schema."""
-    repository = SqlJobRepository.from_url(db_url)
+    repository = SqlJobRepository.from_url(db_url, create=True)
     repository.upgrade()
     yield repository
     repository.close()

@@ -17,9 +17,10 @@ from slurmsched.store.repository import SqlJobRepository
 
 def test_sqlite_file_is_private_and_in_wal_mode(tmp_path: Path) -> None:
     path = tmp_path / "state" / "nested" / "slurmsched.db"
-    repo = SqlJobRepository.from_url(f"sqlite:///{path}")
+    repo = SqlJobRepository.from_url(f"sqlite:///{path}", create=True, state_dir=path.parent)
     try:
         repo.upgrade()
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         with repo.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
@@ -33,7 +34,7 @@ def test_sqlite_file_is_private_and_in_wal_mode(tmp_path: Path) -> None:
 def test_locked_sqlite_gives_a_clean_error(tmp_path: Path) -> None:
     path = tmp_path / "locked.db"
     url = f"sqlite:///{path}"
-    setup = SqlJobRepository.from_url(url)
+    setup = SqlJobRepository.from_url(url, create=True)
     setup.upgrade()
     setup.close()
     holder = sqlite3.connect(path, isolation_level=None)
@@ -55,7 +56,7 @@ def test_locked_sqlite_gives_a_clean_error(tmp_path: Path) -> None:
 def test_a_read_then_write_transaction_survives_a_concurrent_writer(tmp_path: Path) -> None:
     """The cycle's pattern (read the cursor, later write) while another process writes."""
     url = f"sqlite:///{tmp_path / 'busy.db'}"
-    daemon, admin = SqlJobRepository.from_url(url), SqlJobRepository.from_url(url, busy_timeout_s=10)
+    daemon, admin = SqlJobRepository.from_url(url, create=True), SqlJobRepository.from_url(url, busy_timeout_s=10)
     daemon.upgrade()
     paused = threading.Event()
     try:
@@ -85,7 +86,7 @@ def test_unreachable_postgres_gives_a_clean_error(tmp_path: Path) -> None:
 
 
 def test_missing_tables_name_the_command(tmp_path: Path) -> None:
-    repo = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'x.db'}")
+    repo = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'x.db'}", create=True)
     with pytest.raises(StoreError, match="has no slurmsched tables .*run 'slurmsched db upgrade'"):
         repo.count_jobs()
 
@@ -104,4 +105,4 @@ def test_unwritable_state_dir(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(StoreError, match="cannot create database file"):
-        SqlJobRepository.from_url(f"sqlite:///{blocker / 'slurmsched.db'}")
+        SqlJobRepository.from_url(f"sqlite:///{blocker / 'slurmsched.db'}", create=True)

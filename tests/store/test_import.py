@@ -173,11 +173,12 @@ def test_cli_import_then_stats(db_url: str, tmp_path: Path, cli) -> None:
 
 def test_console_script_round_trip(tmp_path: Path, cli_process) -> None:
     swf = write_swf(tmp_path / "small.swf", jobs=200, corrupt_every=100)
-    db = f"sqlite:///{tmp_path / 'state' / 'history.db'}"
-    imported = cli_process("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db)
+    env = {"SLURMSCHED_DAEMON_STATE_DIR": str(tmp_path / "state")}  # made by the import, with the database
+    imported = cli_process("history", "import", "--trace", str(swf.path), "--format", "swf", env=env)
     assert imported.returncode == 0, imported.stderr
     assert imported.stdout.startswith(f"imported {swf.good} new job attempts, 0 already present")
-    stats = cli_process("history", "stats", "--db", db, "--json")
+    assert (tmp_path / "state" / "slurmsched.db").is_file()
+    stats = cli_process("history", "stats", "--json", env=env)
     assert stats.returncode == 0, stats.stderr
     assert json.loads(stats.stdout)["jobs"] == swf.good
 
@@ -187,6 +188,12 @@ def test_cli_errors_are_one_line(tmp_path: Path, cli) -> None:
     missing = cli("history", "import", "--trace", str(tmp_path / "nope.swf"), "--format", "swf", "--db", db)
     assert missing.returncode == 2
     assert missing.stderr.strip().startswith("error: cannot read trace") and len(missing.stderr.strip().splitlines()) == 1
+    no_file = cli("history", "stats", "--db", f"sqlite:///{tmp_path / 'empty.db'}")
+    assert no_file.returncode == 2
+    assert no_file.stderr.strip() == (f"error: no database at {tmp_path / 'empty.db'}: run 'slurmsched db upgrade' "
+                                      "(as the daemon's user)")
+    assert not (tmp_path / "empty.db").exists()
+    (tmp_path / "empty.db").touch()
     no_schema = cli("history", "stats", "--db", f"sqlite:///{tmp_path / 'empty.db'}")
     assert no_schema.returncode == 2
     assert no_schema.stderr.strip() == ("error: database schema is at empty, this slurmsched needs 0001: "

@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect, make_url, text
 
 from slurmsched.config import Config, DbSection
-from slurmsched.errors import SchemaOutOfDate
+from slurmsched.errors import SchemaOutOfDate, StoreError
 from slurmsched.store import migrate
 from slurmsched.store.repository import SqlJobRepository, open_repository
 from slurmsched.store.schema import Base
 
 
 def test_empty_to_head_matches_the_orm_tables(db_url: str) -> None:
-    repo = SqlJobRepository.from_url(db_url)
+    repo = SqlJobRepository.from_url(db_url, create=True)
     try:
         assert repo.schema_revision() is None
         repo.upgrade()
@@ -32,7 +32,7 @@ def test_empty_to_head_matches_the_orm_tables(db_url: str) -> None:
 
 
 def test_empty_database_is_refused_with_the_command_to_run(db_url: str) -> None:
-    repo = SqlJobRepository.from_url(db_url)
+    repo = SqlJobRepository.from_url(db_url, create=True)
     try:
         with pytest.raises(SchemaOutOfDate) as err:
             repo.check_schema()
@@ -43,7 +43,7 @@ def test_empty_database_is_refused_with_the_command_to_run(db_url: str) -> None:
 
 
 def test_unknown_newer_revision_is_refused(db_url: str) -> None:
-    repo = SqlJobRepository.from_url(db_url)
+    repo = SqlJobRepository.from_url(db_url, create=True)
     try:
         repo.upgrade()
         with repo.engine.begin() as conn:
@@ -56,8 +56,14 @@ def test_unknown_newer_revision_is_refused(db_url: str) -> None:
 
 def test_open_repository_creates_only_when_asked(db_url: str) -> None:
     config = Config(db=DbSection(url=db_url))
-    with pytest.raises(SchemaOutOfDate):
-        open_repository(config)
+    if db_url.startswith("sqlite"):
+        path = Path(make_url(db_url).database or "")
+        with pytest.raises(StoreError, match=f"no database at {path}: run 'slurmsched db upgrade'"):
+            open_repository(config)
+        assert not path.exists()
+    else:
+        with pytest.raises(SchemaOutOfDate):
+            open_repository(config)
     repo = open_repository(config, create=True)
     try:
         assert repo.schema_revision() == migrate.head_revision()
@@ -68,8 +74,12 @@ def test_open_repository_creates_only_when_asked(db_url: str) -> None:
 
 def test_db_commands(db_url: str, cli) -> None:
     before = cli("db", "current", "--db", db_url)
-    assert before.returncode == 1
-    assert "empty" in before.stdout and "slurmsched db upgrade" in before.stdout
+    if db_url.startswith("sqlite"):  # a missing file is not created by looking at it
+        assert before.returncode == 2 and "error: no database at" in before.stderr
+        assert not Path(make_url(db_url).database or "").exists()
+    else:
+        assert before.returncode == 1
+        assert "empty" in before.stdout and "slurmsched db upgrade" in before.stdout
     up = cli("db", "upgrade", "--db", db_url)
     assert up.returncode == 0, up.stderr
     assert f"upgraded from empty to {migrate.head_revision()}" in up.stdout

@@ -211,9 +211,10 @@ class Engine:
                     outcomes = self.gateway.apply(plan.actions)
                 lap("apply")
                 decisions, mirror = self._record(cycle_id, changes, plan, outcomes, stale, now)
-                self.repository.finish_cycle(
+                self.repository.finish_cycle(  # a dry-run cycle counts what it would have sent
                     cycle_id, pending=pending, running=running,
-                    actions=len(outcomes), failed=sum(1 for o in outcomes if not o.ok),
+                    actions=len(plan.actions) if self.dry_run else len(outcomes),
+                    failed=sum(1 for o in outcomes if not o.ok),
                     timings={**timings, "total": timer() - began})
         except BaseException:
             self._full_at = None

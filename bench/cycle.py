@@ -163,7 +163,7 @@ def main(pending: int, history: int, predictor: str) -> None:
     """Time one engine cycle on a synthesized queue; count RPCs when nothing changed."""
     slurm, model, now = prepare(pending, history, predictor)
     with tempfile.TemporaryDirectory() as tmp:
-        repository = SqlJobRepository.from_url(f"sqlite:///{tmp}/bench.db")
+        repository = SqlJobRepository.from_url(f"sqlite:///{tmp}/bench.db", create=True)
         repository.upgrade()
         engine = Engine(slurm, repository, model, make_policy("qssf"), Planner(Config()), history_lookback_s=0,
                         timer=time.process_time)

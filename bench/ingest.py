@@ -59,7 +59,7 @@ def trace_path() -> Path:
 
 def timed_import(url: str, trace: Path, batch_size: int, label: str) -> tuple[ImportReport, float]:
     """Migrate an empty database at ``url`` and import the trace; the report and this process's CPU seconds."""
-    repo = SqlJobRepository.from_url(url)
+    repo = SqlJobRepository.from_url(url, create=True)
     try:
         repo.upgrade()
         cpu = time.process_time()

@@ -31,7 +31,8 @@ def test_check_fails_on_unreachable_slurm_and_old_schema(daemon_env, tmp_path):
     daemon_env.path.write_text(text)
     result = daemon_env.cli("config", "check")
     assert result.exit_code == 1
-    assert "FAIL database: database schema is at empty" in result.stdout and "slurmsched db upgrade" in result.stdout
+    assert "FAIL database: no database at " in result.stdout and "slurmsched db upgrade" in result.stdout
+    assert not (tmp_path / "none").exists()  # a check creates nothing
     assert "FAIL slurm: " in result.stdout
 
 

@@ -69,9 +69,16 @@ def test_status_lists_cycles_changes_and_prediction_error(daemon_env, busy):
 
 
 def test_run_once_refuses_a_database_without_the_current_schema(daemon_env, tmp_path):
-    daemon_env.write(state_dir=str(tmp_path / "empty-state"))
-    proc = subprocess.run([sys.executable, "-m", "slurmsched", "--config", str(daemon_env.path), "run", "--once"],
-                          capture_output=True, text=True, timeout=120)
+    state = tmp_path / "empty-state"
+    daemon_env.write(state_dir=str(state))
+    argv = [sys.executable, "-m", "slurmsched", "--config", str(daemon_env.path), "run", "--once"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: no database at ") and "run 'slurmsched db upgrade'" in proc.stderr
+    assert "Traceback" not in proc.stderr and not state.exists()  # the daemon creates nothing
+    state.mkdir()
+    (state / "slurmsched.db").touch()  # an empty file is an SQLite database without tables
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: database schema is at ") and "run 'slurmsched db upgrade'" in proc.stderr
     assert "Traceback" not in proc.stderr

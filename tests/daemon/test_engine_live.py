@@ -31,7 +31,7 @@ def gateway(slurm_cluster) -> CliGateway:
 
 @pytest.fixture
 def repository(tmp_path):
-    repo = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}")
+    repo = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}", create=True)
     repo.upgrade()
     yield repo
     repo.close()

@@ -44,7 +44,7 @@ def test_users_own_switch_request_is_left_untouched_by_a_cycle(slurm_cluster, sl
     assert (jobs[own].switches, jobs[own].switch_wait_s) == (2, 600)
     assert (jobs[bare].switches, jobs[bare].switch_wait_s) == (0, None)
 
-    repository = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}")
+    repository = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}", create=True)
     repository.upgrade()
     try:
         predictor = make_predictor("user_limit")

@@ -11,7 +11,8 @@ from slurmsched.cli import get_config
 if TYPE_CHECKING:
     from slurmsched.store.repository import SqlJobRepository
 
-DB_OPTION = click.option("--db", "db_url", metavar="URL", default=None,
+DB_OPTION = click.option("--db", "db_url", metavar="URL", default=None, envvar="SLURMSCHED_DB_URL",
+                         show_envvar=True, allow_from_autoenv=False,
                          help="Database URL (default: db.url from the config, else SQLite under daemon.state_dir).")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +17,13 @@ from typing import Iterable, Sequence
 
 from tqdm import tqdm
 
-from slurmsched.errors import StoreError, TraceFormatError
+from slurmsched.errors import StoreError
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import JobRecord
 from slurmsched.store import DEFAULT_BATCH
 from slurmsched.store.protocol import JobRepository
 from slurmsched.store.repository import SqlJobRepository
-from slurmsched.traces import BadLine, TraceItem, iter_trace
+from slurmsched.traces import BadLine, TraceItem, iter_trace, line_numbers
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +68,8 @@ class ImportReport:
         text = (f"imported {self.new} new job attempts, {self.present} already present, from {source} "
                 f"in {self.batches} batches ({self.seconds:.1f} s)")
         if self.bad_lines:
-            numbers = ", ".join(str(b.lineno) for b in self.bad_lines[:show])
-            more = f", ... ({len(self.bad_lines) - show} more)" if len(self.bad_lines) > show else ""
-            text += f"; skipped {len(self.bad_lines)} bad lines: {numbers}{more}"
+            numbers = line_numbers([b.lineno for b in self.bad_lines], show=show)
+            text += f"; skipped {len(self.bad_lines)} bad lines: {numbers}"
         return text
 
 
@@ -168,11 +166,8 @@ def import_trace(repo: SqlJobRepository, path: str | Path, fmt: str, *, cluster:
         TraceFormatError: the file cannot be read (also part-way: a truncated gzip).
         StoreError: a batch could not be written (see :func:`import_items`).
     """
-    try:
-        return import_items(repo, iter_trace(path, fmt), cluster=cluster or trace_cluster_name(path),
-                            batch_size=batch_size, progress=progress)
-    except (EOFError, zlib.error, OSError) as exc:
-        raise TraceFormatError(f"cannot read trace {path} to the end: {exc}") from None
+    return import_items(repo, iter_trace(path, fmt), cluster=cluster or trace_cluster_name(path),
+                        batch_size=batch_size, progress=progress)
 
 
 def import_accounting(repo: SqlJobRepository, gateway: SlurmGateway, since: float, *,

@@ -162,9 +162,11 @@ class DaemonSection:
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
-        if not 0 < self.interval_s <= threading.TIMEOUT_MAX:
-            raise ConfigError(f"{prefix}.interval_s must be > 0 and <= {threading.TIMEOUT_MAX:g}"
-                              f" (got {self.interval_s})")
+        if not self.interval_s > 0:
+            raise ConfigError(f"{prefix}.interval_s must be > 0 (got {self.interval_s})")
+        if self.interval_s > threading.TIMEOUT_MAX:  # the loop's sleep could not wait that long
+            raise ConfigError(f"{prefix}.interval_s must be at most {threading.TIMEOUT_MAX:.0f} s"
+                              f" (got {self.interval_s:g})")
         if not self.predictor:
             raise ConfigError(f"{prefix}.predictor must name a predictor")
         for key in ("refit_interval_s", "submit_cache_max_age_s", "submit_cache_lookback_days"):

@@ -132,8 +132,8 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
     engine = engine_factory(slurm, clock) if engine_factory is not None else None
     sim_jobs = [s for s in (_to_sim_job(j, slurm) for j in jobs) if s is not None]
     dropped = len(jobs) - len(sim_jobs)
-    if dropped:
-        log.warning("%d jobs can never run on this cluster (too big for their partition) and were left out", dropped)
+    if dropped:  # counted in SimResult.dropped, which the report's first line and left_out show
+        log.info("%d jobs can never run on this cluster (too big for their partition) and were left out", dropped)
     interval = settings.interval_s
     completions: list[tuple[float, int, SimJob]] = []
     outcomes: list[JobOutcome] = []

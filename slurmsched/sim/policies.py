@@ -94,6 +94,9 @@ PREDICTOR_KEY = "predictor"
 def parse_policies(text: str, config: Config | None = None) -> list[SimPolicy]:
     """``"fifo,sjf,qssf,qssf:max_wait_h=48"`` -> the policies, in order, without repeats.
 
+    A list value is written in brackets, whose commas do not separate policies:
+    ``qssf:planner.protected_qos=[urgent,admin]``.
+
     Args:
         config: the configuration the variants' settings are applied to and checked
             against (defaults when ``None``).
@@ -103,11 +106,40 @@ def parse_policies(text: str, config: Config | None = None) -> list[SimPolicy]:
             malformed, unknown or invalid (the message names the variant and the key).
     """
     config = config or Config()
-    items = [n.strip() for n in text.split(",") if n.strip()]
+    items = [n.strip() for n in _split_policies(text) if n.strip()]
     if not items:
         raise ConfigError("--policy needs at least one policy")
     policies = [_parse_one(item, config) for item in items]
     return list({p.name: p for p in policies}.values())  # the same policy twice runs once
+
+
+def _split_policies(text: str) -> list[str]:
+    """``--policy``'s items: split at the commas outside ``[...]`` (a list value).
+
+    Raises:
+        ConfigError: a ``[`` without its ``]`` or the other way round.
+    """
+    items, depth, start = [], 0, 0
+    for at, char in enumerate(text):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        if depth < 0:
+            raise ConfigError(f"--policy {text}: a ']' has no '['")
+        if depth > 1:
+            raise ConfigError(f"--policy {text}: brackets do not nest (a list value is [a,b])")
+        if char == "," and depth == 0:
+            items.append(text[start:at])
+            start = at + 1
+    if depth:
+        raise ConfigError(f"--policy {text}: a '[' has no ']'")
+    return items + [text[start:]]
+
+
+def _list_value(value: str) -> str:
+    """A setting's value for the config: ``[a,b]`` -> ``a,b`` (how a list is written there)."""
+    return value[1:-1] if value.startswith("[") and value.endswith("]") else value
 
 
 def _parse_one(item: str, config: Config) -> SimPolicy:
@@ -168,9 +200,9 @@ def configured(policy: SimPolicy, config: Config) -> Config:
             continue
         section, dot, name = key.rpartition(".")
         if not dot:
-            args[key] = value
+            args[key] = _list_value(value)
         elif section == "planner":
-            planner[name] = value
+            planner[name] = _list_value(value)
         else:
             raise ConfigError(f"{key} cannot differ between compared policies "
                               "(give a policy argument such as max_wait_h, or planner.KEY)")

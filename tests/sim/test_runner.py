@@ -91,6 +91,16 @@ def test_policy_names_are_checked() -> None:
         parse_policies(" , ")
 
 
+def test_a_list_setting_is_written_in_brackets() -> None:
+    """Commas inside ``[...]`` belong to the value, not to the list of policies."""
+    fifo, listed, single = parse_policies(
+        "fifo,qssf:planner.protected_qos=[urgent, admin]:max_wait_h=48,qssf:planner.protected_partitions=debug")
+    assert (fifo.name, listed.name) == ("fifo", "qssf:planner.protected_qos=[urgent, admin]:max_wait_h=48")
+    config = configured(listed, Config())
+    assert config.planner.protected_qos == ("urgent", "admin") and config.policy.args_for("qssf") == {"max_wait_h": "48"}
+    assert configured(single, Config()).planner.protected_partitions == ("debug",)
+
+
 def test_policy_variants_are_parsed_and_checked() -> None:
     """``NAME:KEY=VALUE[:KEY=VALUE]`` changes a policy argument or a planner setting; bad ones name the key."""
     qssf, variant, planner = parse_policies("qssf, qssf: max_wait_h = 48 :halflife_h=6,qssf:planner.level_ratio=1.5")
@@ -118,6 +128,9 @@ def test_policy_variants_are_parsed_and_checked() -> None:
          "--policy qssf:predictor=psychic: predictor must be one of slurmsched, helios, last2, user_limit "
          "(got 'psychic')"),
         ("sjf:predictor=last2", "sjf predicts with the true run times; give qssf-noaging:predictor=NAME"),
+        ("qssf:planner.protected_qos=[a,b", "a '[' has no ']'"),
+        ("fifo,qssf:planner.protected_qos=a,b]", "a ']' has no '['"),
+        ("qssf:planner.protected_qos=[[a]]", "brackets do not nest"),
     ]:
         with pytest.raises(ConfigError, match=re.escape(message)):
             parse_policies(text)

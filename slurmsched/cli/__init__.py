@@ -8,6 +8,7 @@ reads come from the TOML config (``--config`` / ``SLURMSCHED_CONFIG``).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -22,12 +23,15 @@ from slurmsched.errors import SlurmschedError
 EXIT_ERROR = 2
 #: Exit status of a command that failed on any other exception: a bug in slurmsched.
 EXIT_INTERNAL = 3
+#: Exit status when the reader of the output went away (128 + SIGPIPE, as a shell shows it).
+EXIT_BROKEN_PIPE = 141
 
 
 class _Group(click.Group):
     """A group that turns :class:`SlurmschedError` into ``error: ...`` and exit 2, and any
     other exception (a bug) into one ``error: internal error ...`` line and exit 3, with the
-    traceback logged at debug level (``-vv``). click's own exits pass through."""
+    traceback logged at debug level (``-vv``); output to a closed pipe ends quietly (exit
+    141). click's own exits pass through."""
 
     def invoke(self, ctx: click.Context):  # noqa: D102 - click API
         try:
@@ -37,6 +41,11 @@ class _Group(click.Group):
             sys.exit(EXIT_ERROR)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError:
+            # The reader left (``slurmsched status | head``): stop quietly, as a command
+            # killed by SIGPIPE would; output still buffered goes nowhere at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(EXIT_BROKEN_PIPE)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback to the user
             logging.getLogger(__name__).debug("internal error", exc_info=True)
             click.echo(f"error: internal error: {type(exc).__name__}: {exc} (a bug in slurmsched: "

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import click
 from click.testing import CliRunner
 
-from slurmsched.cli import EXIT_ERROR, EXIT_INTERNAL, _Group
+from slurmsched.cli import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERNAL, _Group
 from slurmsched.errors import ConfigError
 
 
@@ -54,3 +56,19 @@ def test_clicks_own_exits_and_usage_errors_pass_through():
     assert CliRunner().invoke(group, ["exits"]).exit_code == 1
     usage = CliRunner().invoke(group, ["nosuch"])
     assert usage.exit_code == 2 and "No such command 'nosuch'" in usage.stderr
+
+
+def test_output_to_a_closed_pipe_ends_quietly():
+    """``slurmsched status | head -1``: no 'internal error', no 'Exception ignored' at exit."""
+    program = ("import click\nfrom slurmsched.cli import _Group\n"
+               "@click.group(cls=_Group)\ndef group(): pass\n"
+               "@group.command()\ndef lines():\n    for i in range(200000): click.echo(f'line {i}')\n"
+               "group(['lines'])\n")
+    writer = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader = subprocess.Popen(["head", "-n", "1"], stdin=writer.stdout, stdout=subprocess.PIPE)
+    writer.stdout.close()  # only head holds the pipe's read end now
+    first, _ = reader.communicate(timeout=60)
+    stderr = writer.stderr.read()
+    writer.wait(timeout=60)
+    assert first == b"line 0\n"
+    assert (writer.returncode, stderr) == (EXIT_BROKEN_PIPE, b"")

@@ -7,9 +7,11 @@ Around each cycle the loop
   ``daemon.refit_interval_s`` passed) and saves the fitted model through
   :meth:`JobRepository.save_model`; at start it reloads the newest saved model (and
   folds in what finished since) instead of refitting;
-* keeps the ``job_submit.lua`` cache (:mod:`slurmsched.submit_cache`) current, and
-  removes it while paused, in dry-run or under a policy that does not reorder, so
-  Slurm's plugin never acts for a daemon that does not;
+* keeps the ``job_submit.lua`` cache (:mod:`slurmsched.submit_cache`) current (and
+  rewrites it at once when it has gone missing), and removes it while paused or under a
+  policy that does not reorder, so Slurm's plugin never acts for a daemon that does
+  not. A dry-run daemon neither writes nor removes it: the file belongs to the live
+  daemon, and a preview must not change what ``job_submit.lua`` does;
 * survives Slurm or database hiccups: a cycle that fails with a
   :class:`~slurmsched.errors.SlurmschedError` is logged and retried next interval.
 
@@ -151,7 +153,8 @@ class Daemon:
                  len(plan.actions), report.failed,
                  " not sent: dry-run" if report.dry_run else " not sent: paused" if report.paused else "",
                  plan.held, plan.deferred, report.timings.get("total", 0.0))
-        self.refresh_submit_cache(now, active=not (report.dry_run or report.paused))
+        if not report.dry_run:  # a preview leaves the live daemon's cache alone
+            self.refresh_submit_cache(now, active=not report.paused)
         return report
 
     def stop(self) -> None:
@@ -256,9 +259,16 @@ class Daemon:
     def refresh_submit_cache(self, now: float, *, active: bool) -> None:
         """Rewrite the submit cache when due, or remove it when slurmsched must not act.
 
-        The cache is rewritten after a refit and whenever a third of its
-        ``submit_cache_max_age_s`` has passed, so ``job_submit.lua`` never sees it stale
-        while the daemon runs. With ``submit_cache_entries = 0`` the file is left alone.
+        The cache is rewritten after a refit, whenever a third of its
+        ``submit_cache_max_age_s`` has passed, and when the file is gone (one ``stat`` a
+        cycle), so ``job_submit.lua`` never sees it stale or missing while the daemon
+        runs. It is removed when ``active`` is false (paused) or the policy does not
+        reorder. With ``submit_cache_entries = 0`` the file is left alone. Not called in
+        dry-run (:meth:`cycle`): a dry-run daemon touches no shared state.
+
+        Raises:
+            StoreError: the cache cannot be written.
+            SlurmError: ``scontrol show config`` (for the SiteFactor levels) failed.
         """
         if self.settings.submit_cache_entries == 0:
             return  # disabled: the file is not ours to write or remove
@@ -269,7 +279,8 @@ class Daemon:
                 log.info("removed submit cache %s: slurmsched is not changing priorities", path)
             self._cache_written = None
             return
-        if self._cache_written is not None and now - self._cache_written < self.settings.submit_cache_max_age_s / 3:
+        if (self._cache_written is not None and now - self._cache_written < self.settings.submit_cache_max_age_s / 3
+                and path.exists()):
             return
         scale = self.planner.scale(self.gateway.scheduler_config())
         weight = self.policy.args.cpu_gpu_weight if isinstance(self.policy, QssfPolicy) else 0.0

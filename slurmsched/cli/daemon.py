@@ -75,7 +75,8 @@ def _pause(config: Config, repo: JobRepository) -> bool:
 @click.option("--once", is_flag=True, envvar="SLURMSCHED_RUN_ONCE", show_envvar=True,
               help="Run one cycle and exit (status 2 if it failed).")
 @click.option("--dry-run/--no-dry-run", "dry_run", default=None, envvar="SLURMSCHED_DAEMON_DRY_RUN",
-              show_envvar=True, help="Plan and record, send nothing to Slurm; default daemon.dry_run.")
+              show_envvar=True,
+              help="Plan and record, send nothing to Slurm, leave the submit cache alone; default daemon.dry_run.")
 @click.option("--policy", default=None, envvar="SLURMSCHED_POLICY_NAME", show_envvar=True,
               help="Queue policy: qssf, qssf-noaging or fifo; default policy.name.")
 @click.option("--predictor", default=None, envvar="SLURMSCHED_DAEMON_PREDICTOR", show_envvar=True,

@@ -40,7 +40,8 @@ def test_once_orders_by_predicted_service_and_never_shortens_time_limits(daemon_
 
 def test_dry_run_sends_nothing_to_slurm(daemon_env, busy, lua_cache):
     daemon_env.write(dry_run=True, submit_cache=str(lua_cache))
-    lua_cache.write_text("left over from a live run\n")
+    lua_cache.write_text("left over from a live run\n")   # stands for the live daemon's cache
+    left = lua_cache.stat()
     _seed(daemon_env)
     short = busy.submit("--gres=gpu:1", "-t", "120", name="short")
     long = busy.submit("--gres=gpu:1", "-t", "120", name="long")
@@ -49,7 +50,9 @@ def test_dry_run_sends_nothing_to_slurm(daemon_env, busy, lua_cache):
     daemon.run(once=True, handle_signals=False)
     daemon.cycle(time.time())
     assert daemon_env.site_factors([short, long]) == before == {short: 0, long: 0}
-    assert not lua_cache.exists()            # job_submit.lua must not act for a dry run either
+    # a preview touches no shared state: the live daemon's cache stays, byte for byte
+    assert lua_cache.read_text() == "left over from a live run\n"
+    assert (lua_cache.stat().st_ino, lua_cache.stat().st_mtime_ns) == (left.st_ino, left.st_mtime_ns)
     with daemon_env.repo() as repo:
         assert repo.applied_changes() == []
         outcomes = [d.outcome for _, d in repo.decisions_for(short) if d.kind == "SetSiteFactor"]
@@ -99,6 +102,20 @@ def test_cache_gives_new_jobs_the_daemons_value_at_submit(daemon_env, busy, lua_
     assert report.outcomes == ()             # nothing to send: the lua value is the daemon's
     with daemon_env.repo() as repo:
         assert second in {c.job_id for c in repo.applied_changes()}    # adopted, so revert covers it
+
+
+def test_live_daemon_rewrites_a_cache_that_went_missing(daemon_env, busy, lua_cache):
+    daemon_env.write(submit_cache=str(lua_cache))   # max_age 60 s: rewritten every 20 s when present
+    _seed(daemon_env)
+    daemon = daemon_env.daemon()
+    daemon.cycle(time.time())
+    written = read_submit_cache(lua_cache)
+    assert written is not None
+    lua_cache.unlink()                       # e.g. removed by an older dry run, or by hand
+    daemon.cycle(time.time())                # long before a rewrite would be due
+    assert read_submit_cache(lua_cache) is not None
+    second = busy.submit("--gres=gpu:1", "-t", "120", name="short")   # job_submit.lua values it again
+    assert daemon_env.site_factors([second])[second] > 0
 
 
 def test_a_bug_in_a_cycle_stops_the_loop_with_its_traceback_logged(daemon_env, caplog):

@@ -71,6 +71,8 @@ class SlurmSection:
         backend: ``"cli"`` (JSON CLI, default), ``"pyslurm"`` or ``"auto"`` (pyslurm if importable).
         bin_dir: directory holding ``squeue``/``scontrol``...; empty means ``$PATH``.
         conf: path of ``slurm.conf`` passed as ``SLURM_CONF``; empty keeps the environment's.
+            A path that is set must name an existing file (checked at load: without it every
+            Slurm command would fail, and ``scontrol`` would hang until ``timeout_s``).
         timeout_s: seconds before a Slurm command counts as unreachable.
 
     Keys in seconds (``..._s``) also take a duration with a unit (:func:`parse_seconds`).
@@ -87,6 +89,9 @@ class SlurmSection:
             raise ConfigError(f"{prefix}.backend must be one of cli, pyslurm, auto (got {self.backend!r})")
         if self.timeout_s <= 0:
             raise ConfigError(f"{prefix}.timeout_s must be > 0 (got {self.timeout_s})")
+        if self.conf and not os.path.isfile(self.conf):
+            why = "is not a file" if os.path.exists(self.conf) else "does not exist"
+            raise ConfigError(f"{prefix}.conf: {self.conf} {why}")
 
 
 #: SQLite's busy timeout is milliseconds in a C ``int``.

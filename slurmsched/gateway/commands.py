@@ -5,7 +5,9 @@ features and node lists reach Slurm byte for byte. Errors:
 
 * the binary is missing (or not executable) -> :class:`SlurmCommandNotFound`;
 * the command ran past the timeout, or Slurm says the controller/database cannot be
-  reached -> :class:`SlurmUnavailable`;
+  reached -> :class:`SlurmUnavailable`; after a timeout the message carries the first
+  line the command had written to stderr by then, if any (``scontrol`` retries for a
+  minute on an unreadable ``slurm.conf`` and says so only there);
 * any other non-zero exit -> :class:`SlurmCommandFailed` with the first line of stderr.
 """
 
@@ -55,10 +57,7 @@ class CommandResult:
     @property
     def first_error_line(self) -> str:
         """The first non-empty line of stderr (else of stdout), for one-line messages."""
-        for line in (*self.stderr.splitlines(), *self.text.splitlines()):
-            if line.strip():
-                return line.strip()
-        return f"exit status {self.returncode}"
+        return _first_line(self.stderr) or _first_line(self.text) or f"exit status {self.returncode}"
 
     @property
     def unreachable(self) -> bool:
@@ -99,7 +98,8 @@ class SlurmCommands:
 
         Raises:
             SlurmCommandNotFound: the binary does not exist or is not executable.
-            SlurmUnavailable: timeout, or Slurm reports the daemon unreachable.
+            SlurmUnavailable: timeout (with the first line of stderr written so far), or
+                Slurm reports the daemon unreachable.
             SlurmCommandFailed: non-zero exit (only with ``check=True``).
         """
         argv = (self.binary(name), *args)
@@ -112,9 +112,10 @@ class SlurmCommands:
             raise SlurmCommandNotFound(f"{name} not found in {where} (is slurm-client installed?)") from None
         except PermissionError:
             raise SlurmCommandNotFound(f"{self.binary(name)} is not executable") from None
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
+            said = _first_line(exc.stderr)
             raise SlurmUnavailable(f"{name} did not answer within {self.timeout_s:g} s "
-                                   "(slurmctld down or overloaded?)") from None
+                                   + (f"and said: {said}" if said else "(slurmctld down or overloaded?)")) from None
         result = CommandResult(argv=argv, returncode=proc.returncode, stdout=proc.stdout,
                                stderr=proc.stderr.decode("utf-8", "replace"),
                                seconds=time.monotonic() - started)
@@ -126,3 +127,10 @@ class SlurmCommands:
             if check:
                 raise SlurmCommandFailed(f"{name} failed: {result.first_error_line}")
         return result
+
+
+def _first_line(stderr: bytes | str | None) -> str:
+    """The first non-empty line of what a killed command had written to stderr ('' if none)."""
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode("utf-8", "replace")
+    return next((line.strip() for line in (stderr or "").splitlines() if line.strip()), "")

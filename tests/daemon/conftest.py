@@ -7,6 +7,8 @@ exact) and creates the database, as ``slurmsched db upgrade`` would.
 
 from __future__ import annotations
 
+import re
+import socket
 import time
 from contextlib import closing
 from dataclasses import dataclass
@@ -45,6 +47,19 @@ class DaemonEnv:
         lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
         self.path.write_text("\n".join(lines) + "\n")
 
+    def point_at_closed_slurm(self) -> None:
+        """Rewrite the config file for a Slurm that does not answer (``timeout_s = 2``).
+
+        ``slurm.conf`` must exist (the config refuses a missing one), so this writes a
+        copy of the cluster's with slurmctld's and slurmdbd's ports on a closed port.
+        """
+        closed = self.path.parent / "closed-slurm.conf"
+        port = _free_port()
+        closed.write_text(re.sub(r"^(SlurmctldPort|AccountingStoragePort)=\d+", rf"\1={port}",
+                                 self.cluster.conf.read_text(), flags=re.MULTILINE))
+        self.path.write_text(self.path.read_text().replace(f'conf = "{self.cluster.conf}"',
+                                                           f'conf = "{closed}"\ntimeout_s = 2'))
+
     def repo(self) -> closing[SqlJobRepository]:
         """The database (close it with ``with``)."""
         return closing(open_repository(self.config))
@@ -82,6 +97,12 @@ class DaemonEnv:
         out = self.cluster.run("squeue", "-h", "-o", "%i|%l").stdout
         limits = dict(line.strip().split("|") for line in out.splitlines() if line.strip())
         return {i: limits.get(str(i), "") for i in ids}
+
+
+def _free_port() -> int:
+    with closing(socket.socket()) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _toml(value: object) -> str:

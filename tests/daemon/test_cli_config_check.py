@@ -26,9 +26,7 @@ def test_check_reports_each_part(daemon_env, lua_cache):
 
 def test_check_fails_on_unreachable_slurm_and_old_schema(daemon_env, tmp_path):
     daemon_env.write(state_dir=str(tmp_path / "none"))
-    text = daemon_env.path.read_text().replace(f'conf = "{daemon_env.cluster.conf}"',
-                                               f'conf = "{tmp_path / "no-slurm.conf"}"\ntimeout_s = 2')
-    daemon_env.path.write_text(text)
+    daemon_env.point_at_closed_slurm()
     result = daemon_env.cli("config", "check")
     assert result.exit_code == 1
     assert "FAIL database: no database at " in result.stdout and "slurmsched db upgrade" in result.stdout

@@ -74,9 +74,7 @@ def test_revert_with_slurm_unreachable_says_it_paused_and_restored_nothing(daemo
     daemon_env.seed_history("short", [60])
     job = busy.submit("--gres=gpu:1", "-t", "120", name="short")
     daemon_env.daemon().cycle(time.time())
-    text = daemon_env.path.read_text().replace(f'conf = "{daemon_env.cluster.conf}"',
-                                               f'conf = "{tmp_path / "no-slurm.conf"}"\ntimeout_s = 2')
-    daemon_env.path.write_text(text)
+    daemon_env.point_at_closed_slurm()
     result = daemon_env.cli("revert")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: slurmsched is paused, but the revert stopped: "), result.stderr

@@ -21,12 +21,23 @@ def config(backend: str, **extra: str):
     return load_config(path=None, environ={**env, "SLURMSCHED_CONFIG": ""})
 
 
-def test_cli_backend_gets_conf_bin_dir_and_timeout():
-    gateway = make_gateway(config("cli", conf="/etc/x/slurm.conf", bin_dir="/opt/slurm/bin", timeout_s="7"))
+def test_cli_backend_gets_conf_bin_dir_and_timeout(tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\n")
+    gateway = make_gateway(config("cli", conf=str(conf), bin_dir="/opt/slurm/bin", timeout_s="7"))
     assert isinstance(gateway, CliGateway)
-    assert gateway.commands.env["SLURM_CONF"] == "/etc/x/slurm.conf"
+    assert gateway.commands.env["SLURM_CONF"] == str(conf)
     assert gateway.commands.binary("squeue") == "/opt/slurm/bin/squeue"
     assert gateway.commands.timeout_s == 7
+
+
+def test_a_missing_slurm_conf_is_a_config_error_at_load(tmp_path):
+    # scontrol would retry a missing slurm.conf for a minute: the error must come from the config
+    missing = tmp_path / "x" / "nonexist.conf"
+    with pytest.raises(ConfigError, match=f"^slurm.conf: {missing} does not exist$"):
+        config("cli", conf=str(missing))
+    with pytest.raises(ConfigError, match=f"^slurm.conf: {tmp_path} is not a file$"):
+        config("cli", conf=str(tmp_path))
 
 
 @pytest.mark.skipif(PYSLURM, reason="pyslurm imports here, so 'auto' picks it")

@@ -115,6 +115,26 @@ def test_a_controller_that_never_answers_times_out(tmp_path):
         server.close()
 
 
+def test_a_timeout_reports_what_the_command_said_on_stderr(tmp_path):
+    # scontrol retries an unreadable slurm.conf for 60 s; only its stderr says why
+    missing = tmp_path / "nonexist.conf"
+    with pytest.raises(SlurmUnavailable) as err:
+        CliGateway(slurm_conf=str(missing), timeout_s=2).scheduler_config()
+    message = one_line(err)
+    assert message.startswith("scontrol did not answer within 2 s and said: "), message
+    assert f"cannot stat file {missing}: No such file or directory" in message
+
+
+def test_queue_with_a_missing_slurm_conf_names_it_without_waiting(tmp_path):
+    missing = tmp_path / "x" / "nonexist.conf"
+    env = {**os.environ, "SLURMSCHED_SLURM_CONF": str(missing), "SLURMSCHED_SLURM_TIMEOUT_S": "5",
+           "SLURMSCHED_CONFIG": os.devnull}
+    proc = subprocess.run([sys.executable, "-m", "slurmsched", "queue"], capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"error: slurm.conf: {missing} does not exist\n"
+
+
 def test_missing_binaries_are_command_not_found(tmp_path, closed_conf):
     empty = tmp_path / "bin"
     empty.mkdir()

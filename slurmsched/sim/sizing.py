@@ -20,7 +20,10 @@ In order of precedence:
    Philly trace the default ``sim.target_load`` of 0.83 gives 448 GPUs. Two bounds, each
    named in the note since the offered load then differs from the target: never
    smaller than the biggest job, and never bigger than all jobs at once (a trace whose
-   arrivals span too little time, a single job, say, offers no load to size for).
+   arrivals span too little time, a single job, say, offers no load to size for). When
+   the biggest job sets the size, the note gives the GPUs the target load needs (the
+   offered GPU-seconds per second over ``target_load``, rounded up, at least 1), not
+   that figure rounded to whole nodes, which may be none.
 """
 
 from __future__ import annotations
@@ -95,7 +98,8 @@ def _work_rate(workload: Workload) -> float:
 
 def _by_load(workload: Workload, per_node: int, target_load: float) -> tuple[ClusterSpec, str]:
     """Nodes for ``target_load`` offered load, within the bounds, and a note that says which held."""
-    wanted = round(_work_rate(workload) / target_load / per_node)
+    needed = _work_rate(workload) / target_load  # GPUs
+    wanted = round(needed / per_node)
     biggest = math.ceil(workload.max_units / per_node)
     everything = math.ceil(sum(j.units for j in workload.jobs) / per_node)
     if wanted > everything:
@@ -105,8 +109,9 @@ def _by_load(workload: Workload, per_node: int, target_load: float) -> tuple[Clu
                       f"{target_load:.0%} offered load")
     if wanted < biggest:
         spec = ClusterSpec.uniform(biggest, per_node)
+        least = max(math.ceil(needed), 1)
         return spec, (f"as big as the biggest job: {target_load:.0%} offered load would need only "
-                      f"{max(wanted, 0) * per_node} GPUs")
+                      f"{least} GPU{'s' if least > 1 else ''}")
     return ClusterSpec.uniform(wanted, per_node), f"sized for {target_load:.0%} offered load"
 
 

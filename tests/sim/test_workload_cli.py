@@ -318,11 +318,16 @@ def test_sizing_for_load_says_when_a_bound_held() -> None:
     spec, note = size_cluster(one, REQUEST)
     assert spec.total_gpus == 8 and note == ("room for its one job at once: the arrivals span too little time to "
                                             "size for 50% offered load")
-    # two 1-GPU jobs a day apart: half load needs no GPU at all, but the biggest job needs 8 (one node)
+    # two 1-GPU jobs a day apart: half load needs less than one GPU (said as 1), but the biggest job needs 8
     sparse = workload_from_records([record(1, 0.0, 60.0, gpus=1), record(2, 86400.0, 60.0, gpus=1),
                                     record(3, 3600.0, 60.0, gpus=8)], "sparse")
     spec, note = size_cluster(sparse, REQUEST)
-    assert spec.total_gpus == 8 and note == "as big as the biggest job: 50% offered load would need only 0 GPUs"
+    assert spec.total_gpus == 8 and note == "as big as the biggest job: 50% offered load would need only 1 GPU"
+    # 3.4 GPUs of work at 50% load need 7 GPUs: less than a node of 8 (rounded to none), but not 0
+    light = workload_from_records([record(1, 0.0, 1000.0 * 3.4, gpus=1), record(2, 1000.0, 10.0, gpus=1),
+                                   record(3, 500.0, 1.0, gpus=32)], "light")
+    spec, note = size_cluster(light, REQUEST)
+    assert spec.total_gpus == 32 and note.endswith("50% offered load would need only 7 GPUs")
     # sized on the measured jobs, as the offered load is: the two agree
     busy = workload_from_records([record(i, i * 100.0, 4000.0 if i > 50 else 10.0, gpus=4) for i in range(1, 101)],
                                  "busy")

@@ -19,6 +19,7 @@ from slurmsched.cli.params import Duration, Moment
 from slurmsched.cli.output import output_dir, writing
 from slurmsched.config import Config
 from slurmsched.errors import ConfigError
+from slurmsched.store.selection import check_since
 from slurmsched.traces import FORMATS
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         raise ConfigError("--warmup needs --since (the warm-up is the time before it)")
     if since is not None and until is not None and since >= until:
         raise ConfigError("--since must be before --until")
+    check_since(since)
     out = output_dir(out_dir, "--out") if out_dir is not None else None
     config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers)
     config = config.with_overrides("daemon", interval_s=interval_s)
@@ -135,8 +137,9 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         finally:
             repository.close()
         if not workload.jobs:
+            window = workload.window.span_text() if workload.window is not None else ""
             raise ConfigError("the history database has no finished job with a run time to replay"
-                              + (" in that time window" if (since, until) != (None, None) else ""))
+                              + (f" {window}" if window else ""))
     request = SizeRequest(target_load=config.sim.target_load, default_gpus_per_node=config.sim.gpus_per_node,
                           gpus=gpus, nodes=nodes, gpus_per_node=gpus_per_node,
                           live=live)

@@ -17,7 +17,7 @@ from slurmsched.sim.policies import SimPolicy, engine_factory, scheduler_config
 from slurmsched.sim.runner import SimResult, SimSettings, simulate
 from slurmsched.sim.sizing import offered_load
 from slurmsched.sim.workers import run_side_by_side
-from slurmsched.sim.workload import LeftOut, TraceJob, Workload
+from slurmsched.sim.workload import LeftOut, TraceJob, Window, Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,9 @@ class Comparison:
         slurmctld: the simulated slurmctld's settings (``[sim]``, or the live cluster's
             priority weights with ``--nodes-from-slurm``).
         left_out: what of the input was not replayed, and why (the same for every policy:
-            the jobs too big for their partition depend on the cluster alone).
+            the jobs too big for their partition depend on the cluster alone); the
+            measured jobs only, not the warm-up's.
+        window: the part of the history replayed (``None`` for a trace).
     """
 
     source: str
@@ -55,6 +57,7 @@ class Comparison:
     runs: tuple[PolicyRun, ...]
     slurmctld: SimSection
     left_out: LeftOut = LeftOut()
+    window: Window | None = None
 
     def run(self, name: str) -> PolicyRun | None:
         """The run of the named policy, if it was simulated."""
@@ -105,7 +108,10 @@ def compare(workload: Workload, cluster: ClusterSpec, size_note: str, policies: 
     durations = {job.record.job_id: job.duration for job in workload.jobs}
     inputs = _Inputs(workload.jobs, cluster, config, durations, settings, workload.measured_from)
     runs = run_side_by_side(inputs.run, policies, config.sim.workers)
-    simulated = len(runs[0].result.outcomes) if runs else len(workload.jobs)
-    too_big = runs[0].result.dropped if runs else 0
+    start = workload.measured_from
+    measured = sum(1 for j in workload.jobs if start is None or j.record.submit_time >= start)
+    simulated = len(runs[0].result.outcomes) if runs else measured
+    too_big = measured - simulated  # the measured jobs the cluster cannot run (the warm-up's are not counted)
     return Comparison(workload.source, simulated, cluster, size_note, offered_load(workload, cluster),
-                      config.daemon.interval_s, tuple(runs), config.sim, workload.left_out.with_too_big(too_big))
+                      config.daemon.interval_s, tuple(runs), config.sim, workload.left_out.with_too_big(too_big),
+                      workload.window)

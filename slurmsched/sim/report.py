@@ -7,6 +7,7 @@ from pathlib import Path
 
 from slurmsched.sim.experiment import Comparison
 from slurmsched.sim.metrics import jct_values, wait_by_size
+from slurmsched.sim.workload import Window
 
 RESULTS_FILE = "results.json"
 JCT_CDF_FILE = "jct_cdf.png"
@@ -36,8 +37,10 @@ def render_table(comparison: Comparison) -> str:
     """The comparison as a fixed-width table, ratios against FIFO when FIFO was run."""
     c = comparison
     left_out = c.left_out.describe()
-    lines = [f"{c.source}: {c.jobs} jobs{f' ({left_out})' if left_out else ''} on {c.cluster.describe()} "
-             f"({c.size_note}); offered load {c.offered_load:.0%}; daemon cycle every {c.interval_s:g} s"]
+    window = _window_clause(c.window) if c.window is not None else ""
+    lines = [f"{c.source}{f' {window}' if window else ''}: {c.jobs} jobs{f' ({left_out})' if left_out else ''} "
+             f"on {c.cluster.describe()} ({c.size_note}); offered load {c.offered_load:.0%}; "
+             f"daemon cycle every {c.interval_s:g} s"]
     width = max([13, *(len(run.policy.name) for run in c.runs)])
     header = (f"{'policy':<{width}} {'avg JCT':>8} {'vsFIFO':>6} {'avg wait':>8} {'vsFIFO':>6} {'p50 wait':>8} "
               f"{'p99 wait':>8} {'max wait':>8} {'vsFIFO':>6} {'bsld':>7} {'util':>5} {'gain':>6}")
@@ -57,6 +60,21 @@ def render_table(comparison: Comparison) -> str:
     lines.append("vsFIFO: the policy's value / FIFO's; bsld: bounded slowdown (10 s); "
                  "gain: share of the FIFO -> oracle-SJF avg-JCT gain")
     return "\n".join(lines)
+
+
+def _window_clause(window: Window) -> str:
+    """The history replayed, for the table's first line: ``"submitted since 2026-11-01 00:00 (warm-up
+    2.0d: 13 jobs, the first 1.9d before)"``; a warm-up that found no job says the replay started
+    on an empty cluster."""
+    text = window.span_text()
+    if window.warmup_s > 0:
+        asked = f"warm-up {human_duration(window.warmup_s)}"
+        if window.warmup_first is None or window.since is None:
+            text += f" ({asked}: no job before --since, the replay starts on an empty cluster)"
+        else:
+            text += (f" ({asked}: {window.warmup_jobs} job{'s' if window.warmup_jobs != 1 else ''}, "
+                     f"the first {human_duration(window.since - window.warmup_first)} before)")
+    return text
 
 
 def summary(comparison: Comparison) -> dict[str, object]:
@@ -83,7 +101,7 @@ def details(comparison: Comparison) -> dict[str, object]:
                              for label, n, w in wait_by_size(run.result.outcomes)],
         }
     return {"source": c.source, "jobs": c.jobs, "left_out": c.left_out.as_dict(), "offered_load": c.offered_load,
-            "interval_s": c.interval_s,
+            "interval_s": c.interval_s, "window": c.window.as_dict() if c.window is not None else None,
             "cluster": {"name": c.cluster.name, "nodes": len(c.cluster.nodes), "gpus": c.cluster.total_gpus,
                         "shape": c.cluster.describe(), "size_from": c.size_note,
                         "partitions": [{"name": p.name, "tier": p.tier, "priority_factor": p.priority_factor,

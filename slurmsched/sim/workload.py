@@ -13,13 +13,15 @@ import dataclasses
 import logging
 from array import array
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
 from tqdm import tqdm
 
-from slurmsched.errors import ConfigError, TraceFormatError
+from slurmsched.errors import TraceFormatError
 from slurmsched.model import JobRecord
+from slurmsched.store.selection import moment_text, one_cluster
 from slurmsched.traces import BadLine, iter_numbered, line_numbers
 
 log = logging.getLogger(__name__)
@@ -29,10 +31,17 @@ log = logging.getLogger(__name__)
 class LeftOut:
     """What of the input a simulation does not replay, by reason.
 
+    With a warm-up (``--warmup``) only the measured window's jobs are counted, as
+    :attr:`Workload.jobs` of the results are.
+
     Attributes:
         unreadable_lines: line numbers of the trace rows the reader could not parse, in
             file order (within its member, for an ITP archive).
         no_run_time: readable jobs without a run time (they never ran).
+        never_ran: finished jobs with a run time but no node, in a history that records
+            where jobs ran: submissions slurmctld rejected (``Requested node
+            configuration is not available``), or jobs cancelled before they started,
+            which accounting records with start = end and no node list.
         cpu_only: jobs without GPUs in a workload with GPU jobs (the simulated cluster
             is a GPU pool).
         no_processors: jobs without processors (nor GPUs) in a workload without GPUs.
@@ -45,11 +54,12 @@ class LeftOut:
     cpu_only: int = 0
     no_processors: int = 0
     too_big: int = 0
+    never_ran: int = 0
 
     @property
     def jobs(self) -> int:
         """Readable jobs left out, for every reason (unreadable lines are not counted as jobs)."""
-        return self.no_run_time + self.cpu_only + self.no_processors + self.too_big
+        return self.no_run_time + self.never_ran + self.cpu_only + self.no_processors + self.too_big
 
     def with_too_big(self, count: int) -> LeftOut:
         """The same, with ``count`` jobs too big for their partition."""
@@ -60,6 +70,7 @@ class LeftOut:
         a GPU workload, 1 without a run time; 3 unreadable lines: 3, 4, 6"``."""
         reasons = [f"{n} {what}" for n, what in ((self.cpu_only, "CPU-only in a GPU workload"),
                                                   (self.no_run_time, "without a run time"),
+                                                  (self.never_ran, "never ran (on no node)"),
                                                   (self.no_processors, "without processors"),
                                                   (self.too_big, "larger than their partition")) if n]
         parts = [f"{self.jobs} left out: {', '.join(reasons)}"] if reasons else []
@@ -71,8 +82,8 @@ class LeftOut:
     def as_dict(self) -> dict[str, object]:
         """The counts as ``results.json`` and ``--json`` record them (every line number)."""
         return {"jobs": self.jobs, "cpu_only": self.cpu_only, "no_run_time": self.no_run_time,
-                "no_processors": self.no_processors, "too_big_for_partition": self.too_big,
-                "unreadable_lines": len(self.unreadable_lines),
+                "never_ran": self.never_ran, "no_processors": self.no_processors,
+                "too_big_for_partition": self.too_big, "unreadable_lines": len(self.unreadable_lines),
                 "unreadable_line_numbers": list(self.unreadable_lines)}
 
 
@@ -92,6 +103,46 @@ class TraceJob:
 
 
 @dataclass(frozen=True, slots=True)
+class Window:
+    """The part of the history a replay took (``--since``, ``--until``, ``--warmup``).
+
+    Attributes:
+        since, until: the measured jobs were submitted in ``[since, until)`` (POSIX
+            seconds; ``None``: unbounded on that side).
+        warmup_s: the warm-up asked for, before ``since`` (0: none).
+        warmup_jobs: the jobs the warm-up replayed (fewer than the asked span suggests
+            when the history has few or none before ``since``).
+        warmup_first: when the first of them was submitted (``None`` without any).
+    """
+
+    since: float | None = None
+    until: float | None = None
+    warmup_s: float = 0.0
+    warmup_jobs: int = 0
+    warmup_first: float | None = None
+
+    def span_text(self) -> str:
+        """The measured window for people: ``"submitted from 2026-10-01 00:00 to 2026-11-01 00:00"``,
+        ``"submitted since ..."``, ``"submitted before ..."``; ``""`` without bounds."""
+        if self.since is not None and self.until is not None:
+            return f"submitted from {moment_text(self.since)} to {moment_text(self.until)}"
+        if self.since is not None:
+            return f"submitted since {moment_text(self.since)}"
+        if self.until is not None:
+            return f"submitted before {moment_text(self.until)}"
+        return ""
+
+    def as_dict(self) -> dict[str, object]:
+        """The window as ``results.json`` records it (dates as local ISO 8601 with their offset)."""
+        return {"since": _iso(self.since), "until": _iso(self.until), "warmup_s": self.warmup_s,
+                "warmup_jobs": self.warmup_jobs, "warmup_first": _iso(self.warmup_first)}
+
+
+def _iso(moment: float | None) -> str | None:
+    return None if moment is None else datetime.fromtimestamp(moment).astimezone().isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """Jobs in submit order (ties by job id), and what was left out while reading.
 
@@ -102,12 +153,14 @@ class Workload:
             run time, no GPUs in a GPU workload, no processors in a CPU one).
         measured_from: jobs submitted before this time (POSIX seconds) are a warm-up:
             replayed, so the cluster is not empty, but left out of the results.
+        window: the part of the history replayed (``None`` for a trace).
     """
 
     jobs: tuple[TraceJob, ...]
     source: str
     left_out: LeftOut = LeftOut()
     measured_from: float | None = None
+    window: Window | None = None
 
     @property
     def span_s(self) -> float:
@@ -129,8 +182,13 @@ class Workload:
 
 def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadable: Sequence[int] = (),
                           limit: int | None = None, lines: Sequence[int] | None = None,
-                          hint: str = "") -> Workload:
+                          hint: str = "", measured_from: float | None = None) -> Workload:
     """Build a workload from finished job records.
+
+    A record with a run time but no node list never ran, when other records of the same
+    input have one (a history that records where jobs ran, as accounting does; trace
+    rows name no nodes): it is left out as ``never_ran`` and sets neither the units of
+    the workload (GPUs or processors) nor the cluster's size.
 
     Args:
         records: the jobs, any order.
@@ -140,22 +198,29 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
         lines: each record's line in the trace (aligned with ``records``), named when a
             job id repeats.
         hint: appended to that message (what to do about it, for this input).
+        measured_from: count in ``left_out`` only the jobs submitted at or after this
+            time (POSIX seconds): the ones before are a warm-up, not measured.
 
     Raises:
         TraceFormatError: two jobs to replay share a job id.
     """
-    gpu_workload = any(r.gpus > 0 for r in records)
+    lists_nodes = any(r.node_list for r in records)
+    gpu_workload = any(r.gpus > 0 and (r.node_list or not lists_nodes) for r in records)
     jobs: list[TraceJob] = []
-    no_run_time = no_units = 0
+    no_run_time = never_ran = no_units = 0
     first: dict[int, int] = {}
     for index, record in enumerate(records):
         duration = record.runtime_s
         units = record.gpus if gpu_workload else record.cpus
+        measured = measured_from is None or record.submit_time >= measured_from
         if duration is None:
-            no_run_time += 1
+            no_run_time += measured
+            continue
+        if lists_nodes and not record.node_list:
+            never_ran += measured
             continue
         if units <= 0:
-            no_units += 1
+            no_units += measured
             continue
         earlier = first.setdefault(record.job_id, index)
         if earlier != index:
@@ -165,8 +230,8 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
     jobs.sort(key=lambda j: (j.record.submit_time, j.record.job_id))
     if limit is not None:
         jobs = jobs[:limit]
-    left_out = LeftOut(tuple(unreadable), no_run_time=no_run_time, cpu_only=no_units if gpu_workload else 0,
-                       no_processors=0 if gpu_workload else no_units)
+    left_out = LeftOut(tuple(unreadable), no_run_time=no_run_time, never_ran=never_ran,
+                       cpu_only=no_units if gpu_workload else 0, no_processors=0 if gpu_workload else no_units)
     return Workload(tuple(jobs), source, left_out)
 
 
@@ -225,26 +290,20 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
         cluster: the cluster to replay; ``None``: the only one the history holds.
         since, until: replay only jobs submitted in ``[since, until)`` (POSIX seconds).
         warmup_s: with ``since``, also replay the jobs submitted in the ``warmup_s``
-            seconds before it, left out of the results (the simulated cluster starts
-            empty at the first job replayed).
+            seconds before it, left out of the results and of ``left_out`` (the simulated
+            cluster starts empty at the first job replayed).
         limit: keep only the first ``limit`` measured jobs by submit time (and the
             warm-up's jobs before them).
 
     A requeued job's attempts each occupied the cluster, so each replays as a job of its
     own: the first keeps the job id, later ones get fresh ids above the history's largest.
+    The workload's ``window`` says what was asked and how many jobs the warm-up found.
 
     Raises:
         ConfigError: ``cluster`` is not in the (non-empty) history, or it holds several and
-            none was named.
+            none was named (:func:`~slurmsched.store.selection.one_cluster`).
     """
-    clusters = sorted({r.cluster for r in records})
-    if cluster is None and len(clusters) > 1:
-        raise ConfigError(f"the history database holds several clusters ({', '.join(map(repr, clusters))}): "
-                          "name one with --cluster")
-    if cluster is not None and clusters and cluster not in clusters:
-        raise ConfigError(f"the history database has no finished job of cluster {cluster!r} "
-                          f"(it has: {', '.join(map(repr, clusters)) or 'none'})")
-    chosen = [r for r in records if cluster is None or r.cluster == cluster]
+    chosen = list(one_cluster(records, cluster))
     first_fresh = next_id = max((r.job_id for r in chosen), default=0) + 1
     chosen.sort(key=lambda r: (r.submit_time, r.job_id))
     first = None if since is None else since - warmup_s
@@ -262,9 +321,12 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
     if next_id > first_fresh:
         log.info("%d later attempts of requeued jobs replay as jobs of their own (ids from %d)",
                  next_id - first_fresh, first_fresh)
-    workload = workload_from_records(replayed, f"history of {cluster}" if cluster else "history")
+    measured_from = since if warmup_s > 0 else None
+    workload = workload_from_records(replayed, f"history of {cluster}" if cluster else "history",
+                                     measured_from=measured_from)
     jobs = workload.jobs
+    warm = [j for j in jobs if since is not None and j.record.submit_time < since]
     if limit is not None:
-        warm = 0 if since is None else sum(1 for j in jobs if j.record.submit_time < since)
-        jobs = jobs[:warm + limit]
-    return dataclasses.replace(workload, jobs=jobs, measured_from=since if warmup_s > 0 else None)
+        jobs = jobs[:len(warm) + limit]
+    window = Window(since, until, warmup_s, len(warm), warm[0].record.submit_time if warm else None)
+    return dataclasses.replace(workload, jobs=jobs, measured_from=measured_from, window=window)

@@ -226,9 +226,12 @@ def test_simulate_replays_the_history_database(tmp_path: Path) -> None:
     assert json.loads(first_ten.output)["jobs"] == 10  # --jobs counts measured jobs, not the warm-up's
     assert "--warmup needs --since" in simulate("--cluster", "gpu", "--warmup", "1h").output
     unknown = simulate("--cluster", "tpu")
-    assert unknown.exit_code == 2 and "no finished job of cluster 'tpu'" in unknown.output
+    assert unknown.exit_code == 2 and "no job of cluster 'tpu' (it has: 'cpu', 'gpu')" in unknown.output
     late = simulate("--cluster", "gpu", "--since", "2099-01-01")
-    assert late.exit_code == 2 and "in that time window" in late.output
+    assert late.exit_code == 2 and "--since 2099-01-01 00:00 is in the future" in late.output
+    before = simulate("--cluster", "gpu", "--since", "2001-01-01", "--until", "2001-02-01T12:30")
+    assert before.exit_code == 2 and ("no finished job with a run time to replay submitted from 2001-01-01 00:00 "
+                                      "to 2001-02-01 12:30") in before.output
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     upgrade = CliRunner().invoke(main, ["db", "upgrade", "--db", empty], env={"SLURMSCHED_CONFIG": None})
     assert upgrade.exit_code == 0, upgrade.output  # creates the file
@@ -355,7 +358,7 @@ def test_left_out_jobs_and_lines_are_counted_on_screen_and_in_results(tmp_path: 
     assert (f"{path}: 3 jobs (7 left out: 6 CPU-only in a GPU workload, 1 without a run time; "
             "7 unreadable lines: 7, 8, 9, 10, 11 and 2 more) on 1 nodes x 8") in result.output
     left_out = _details(out)["left_out"]
-    assert left_out == {"jobs": 7, "cpu_only": 6, "no_run_time": 0 + 1, "no_processors": 0,
+    assert left_out == {"jobs": 7, "cpu_only": 6, "no_run_time": 0 + 1, "never_ran": 0, "no_processors": 0,
                         "too_big_for_partition": 0, "unreadable_lines": 7,
                         "unreadable_line_numbers": [7, 8, 9, 10, 11, 12, 13]}
     assert "dropped_jobs" not in _details(out)["policies"]["fifo"]

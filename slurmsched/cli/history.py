@@ -81,6 +81,7 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
 def _report_json(report: "ImportReport") -> dict[str, object]:
     return {"rows": report.rows, "new": report.new, "already_present": report.present, "batches": report.batches,
             "bad_lines": len(report.bad_lines), "bad_line_numbers": [b.lineno for b in report.bad_lines],
+            "no_processors": report.no_processors,
             "seconds": round(report.seconds, 3), "rows_per_s": round(report.rows_per_s, 1)}
 
 

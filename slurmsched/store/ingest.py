@@ -3,7 +3,9 @@
 Both paths write in batches, one transaction per batch: a batch is written whole or
 not at all, earlier batches stay. Trace rows that cannot be read arrive as
 :class:`~slurmsched.traces.BadLine` and are counted and reported, never written; the
-good rows of the same batch are imported.
+good rows of the same batch are imported. Jobs without processors or GPUs (an SWF row
+with 0 processors) are readable but occupied nothing: they are counted apart and not
+written.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class ImportReport:
         batches: transactions committed.
         bad_lines: every unreadable row, in file order.
         seconds: wall time of the import.
+        no_processors: readable jobs skipped for having neither processors nor GPUs.
     """
 
     rows: int
@@ -52,6 +55,7 @@ class ImportReport:
     batches: int
     bad_lines: tuple[BadLine, ...] = ()
     seconds: float = 0.0
+    no_processors: int = 0
 
     @property
     def rows_per_s(self) -> float:
@@ -64,9 +68,12 @@ class ImportReport:
         return self.rows - self.new
 
     def summary(self, source: str, show: int = 10) -> str:
-        """One line for people: new and already present attempts, batches, and the first bad line numbers."""
+        """One line for people: new and already present attempts, batches, the jobs skipped for
+        having no processors, and the first bad line numbers."""
         text = (f"imported {self.new} new job attempts, {self.present} already present, from {source} "
                 f"in {self.batches} batches ({self.seconds:.1f} s)")
+        if self.no_processors:
+            text += f"; skipped {self.no_processors} jobs without processors"
         if self.bad_lines:
             numbers = line_numbers([b.lineno for b in self.bad_lines], show=show)
             text += f"; skipped {len(self.bad_lines)} bad lines: {numbers}"
@@ -75,7 +82,8 @@ class ImportReport:
 
 def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster: str = "",
                  batch_size: int = DEFAULT_BATCH, progress: tqdm | None = None) -> ImportReport:
-    """Write the jobs of a trace in batches, collecting the bad lines.
+    """Write the jobs of a trace in batches, collecting the bad lines (and counting, not
+    writing, the jobs without processors or GPUs).
 
     Reading the next batch overlaps writing the last one (one writer thread, so at most
     one batch is in flight and batches commit in file order).
@@ -94,7 +102,7 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
             before it stay, and the message says how far the import got.
     """
     started = time.perf_counter()
-    rows = new = batches = 0
+    rows = new = batches = no_processors = 0
     bad: list[BadLine] = []
     batch: list[JobRecord] = []
     in_flight: tuple[Future[tuple[int, int]], int] | None = None
@@ -126,6 +134,8 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
         for item in items:
             if isinstance(item, BadLine):
                 bad.append(item)
+            elif item.cpus <= 0 and item.gpus <= 0:
+                no_processors += 1
             else:
                 batch.append(item)
                 if len(batch) >= batch_size:
@@ -136,7 +146,7 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
             flush()
         settle()
     return ImportReport(rows=rows, new=new, batches=batches, bad_lines=tuple(bad),
-                        seconds=time.perf_counter() - started)
+                        seconds=time.perf_counter() - started, no_processors=no_processors)
 
 
 def _write_batch(repo: SqlJobRepository, jobs: Sequence[JobRecord], cluster: str = "") -> tuple[int, int]:

@@ -25,7 +25,9 @@ How each format maps onto ``JobRecord`` (fields not listed keep their defaults):
     ``-1`` means missing: a missing run time leaves start/end unset, a missing wait
     counts as zero, a missing request leaves ``time_limit_s`` None.
     **Processors:** ``cpus`` = allocated processors (field 5, or requested, field 8,
-    when 5 is missing) and ``gpus`` = 0: SWF machines have no GPUs. ``nodes`` =
+    when 5 is missing; 0 when neither gives any: a job without processors, which
+    the simulator leaves out as ``no_processors`` and ``history import`` skips, not
+    an unreadable line) and ``gpus`` = 0: SWF machines have no GPUs. ``nodes`` =
     processors divided by the header's processors per node (MaxProcs / MaxNodes),
     rounded up. Whoever needs one "allocation unit" per job (the simulator's cluster
     size, QSSF's service = duration x units) should use ``gpus`` when it is > 0 and

@@ -117,8 +117,7 @@ def _parse_row(fields: list[str], header: SwfHeader, epoch: float) -> JobRecord:
     procs = integer(fields[4], "allocated processors (field 5)")
     if procs <= 0:
         procs = integer(fields[7], "requested processors (field 8)")
-    if procs <= 0:
-        raise RowError("processors (fields 5 and 8) are missing")
+    procs = max(procs, 0)  # a well-formed row may give none (0 or -1): a job without processors
     requested = number(fields[8], "requested time (field 9)")
     status = integer(fields[10], "status (field 11)")
     user = integer(fields[11], "user id (field 12)")

@@ -366,6 +366,15 @@ def test_left_out_jobs_and_lines_are_counted_on_screen_and_in_results(tmp_path: 
     assert json.loads(as_json.output)["left_out"] == left_out
 
 
+def test_swf_jobs_without_processors_are_counted_as_such(tmp_path: Path) -> None:
+    swf = write_swf(tmp_path / "zero.swf", [(1, 0, 100, 4, 200, 1), (6, 50, 20, 0, 60, 1), (7, 60, 20, 0, 60, 2),
+                                            (8, 90, 100, 2, 200, 2)])
+    result = _simulate("--trace", str(swf), "--format", "swf", "--json")
+    assert result.exit_code == 0, result.output
+    left_out = json.loads(result.output)["left_out"]
+    assert (left_out["no_processors"], left_out["unreadable_lines"], left_out["jobs"]) == (2, 0, 2)
+
+
 def test_jobs_too_big_for_their_partition_are_counted_with_the_rest(tmp_path: Path) -> None:
     from slurmsched.sim.cluster import ClusterSpec
     from slurmsched.sim.experiment import compare

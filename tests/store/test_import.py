@@ -79,6 +79,18 @@ def test_one_percent_bad_lines_import_the_rest_and_are_named(repo: SqlJobReposit
     assert again.summary("x").startswith("imported 0 new job attempts, 990 already present, from x in 8 batches")
 
 
+def test_jobs_without_processors_are_skipped_as_such_not_as_bad_lines(repo: SqlJobRepository,
+                                                                      tmp_path: Path) -> None:
+    path = tmp_path / "zero.swf"
+    rows = ["1 0 5 20 4 -1 -1 4 60 -1 1 1 1 1 1 -1 -1 -1", "6 50 0 20 0 -1 -1 0 60 -1 1 1 1 1 1 -1 -1 -1",
+            "7 60 0 20 -1 -1 -1 -1 60 -1 1 1 1 1 1 -1 -1 -1"]
+    path.write_text("\n".join(HEADER + rows) + "\n")
+    report = import_trace(repo, path, "swf")
+    assert (report.rows, report.no_processors, report.bad_lines) == (1, 2, ())
+    assert report.summary("zero.swf").endswith("; skipped 2 jobs without processors")
+    assert [j.job_id for j in repo.iter_jobs()] == [1]
+
+
 def test_a_longer_trace_over_an_imported_one_counts_only_its_new_attempts(repo: SqlJobRepository,
                                                                             tmp_path: Path) -> None:
     first = write_swf(tmp_path / "site.swf", jobs=300)

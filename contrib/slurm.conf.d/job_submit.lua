@@ -2,9 +2,10 @@
 slurmsched job_submit.lua: gives a new job its SiteFactor at submit time.
 
 The slurmsched daemon writes a small cache file (see docs/admin-guide.md) that maps
-"user<TAB>job name" to a predicted run time, plus the table that turns predicted
-GPU-seconds into a SiteFactor. This script looks the new job up, computes the same
-SiteFactor the daemon would set in its next cycle, and stamps AdminComment.
+"user<TAB>job name" to a predicted run time (names as accounting stores them: a '"'
+becomes '`'), plus the table that turns predicted GPU-seconds into a SiteFactor. This
+script looks the new job up, computes the same SiteFactor the daemon would set in its
+next cycle, and stamps AdminComment.
 
 Cache location: "slurmsched-submit.cache" in this script's own directory (normally
 beside slurm.conf); make it a symlink to the daemon's file (daemon.submit_cache).
@@ -79,7 +80,9 @@ end
 local function site_factor(job_desc)
 	local c = load_cache()
 	if not c then return nil end
-	local est = c.jobs[(job_desc.user_name or "") .. "\t" .. (job_desc.name or "")]
+	-- accounting stores '"' in a job name as '`' (slurmdbd), and so does the cache
+	local name = (job_desc.name or ""):gsub('"', "`")
+	local est = c.jobs[(job_desc.user_name or "") .. "\t" .. name]
 	if not est then return nil end
 	if set(job_desc.time_limit) then
 		est = math.min(est, job_desc.time_limit * 60)

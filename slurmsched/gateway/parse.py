@@ -14,7 +14,8 @@ Conventions: times are POSIX seconds as ``float`` (unset -> ``None``); time limi
 seconds (``None`` when unlimited); ``memory_mb`` is the job's total requested memory;
 ``gpus`` is the job's total GPUs (allocated for running jobs, requested otherwise) and
 ``gpu_type`` the requested type, else the allocated one. ``squeue`` has no SiteFactor:
-callers pass the ``sprio`` values in.
+callers pass the ``sprio`` values in. Live job names are given as accounting stores
+them (:func:`accounting_name`), so a pending job and its history share one name.
 
 Strictness: a document that is not JSON, lacks its top-level list, or has a job whose
 fields have the wrong type raises :class:`SlurmParseError` with a one-line message
@@ -100,6 +101,19 @@ def _text(value: Any) -> str:
     if value is None:
         return ""
     raise TypeError(f"expected a string, got {value!r}")
+
+
+def accounting_name(name: str) -> str:
+    """A live job name (``squeue``, ``scontrol``, pyslurm) as accounting stores it.
+
+    slurmdbd's MySQL plugin replaces every double quote in a job name by a backtick, so
+    ``sacct`` reports the job ``quote"s`` as ``quote`s``; no other character changes
+    (measured on 22.05: a single quote and a backslash come back as they went in).
+    Every backend gives live names through this, so that a pending job is matched
+    with the history of its name, and ``job_submit.lua`` does the same before it looks
+    a new job up in the submit cache.
+    """
+    return name.replace('"', "`")
 
 
 def job_state(value: Any, *, flag: str = "COMPLETING") -> JobState:
@@ -346,7 +360,7 @@ def _squeue_job(job: SqueueJob, state: JobState, factors: Mapping[int, int]) -> 
         job_id=job_id,
         user=_text(job.user_name) or str(job.user_id),
         submit_time=float(_int(_required(job.submit_time, "submit_time")) or 0),
-        name=_text(job.name),
+        name=accounting_name(_text(job.name)),
         cluster=_text(job.cluster),
         array_job_id=_int(job.array_job_id) or None,
         array_task_id=_int(job.array_task_id),

@@ -30,6 +30,7 @@ from slurmsched.errors import ConfigError, InvalidAction, SlurmParseError, Slurm
 from slurmsched.gateway.argv import update_argv
 from slurmsched.gateway.cli_backend import CliGateway
 from slurmsched.gateway.gres import gpu_count, gpu_type_of, gres_from_mapping
+from slurmsched.gateway.parse import accounting_name
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
                               NodeRecord, PartitionRecord, SchedulerConfig, SetExcludedNodes, SetFeatures,
                               SetPartition, SetSiteFactor, SetSwitches)
@@ -166,7 +167,7 @@ def _live_job(job: Any, factors: Mapping[int, int]) -> JobRecord:
     limit = job.time_limit
     return JobRecord(
         job_id=int(job.id), user=job.user_name or str(job.user_id), submit_time=float(job.submit_time or 0),
-        name=job.name or "", cluster=job.cluster or "", array_job_id=job.array_id or None,
+        name=accounting_name(job.name or ""), cluster=job.cluster or "", array_job_id=job.array_id or None,
         array_task_id=_array_task(job), account=job.account or "", partition=job.partition or "",
         qos=job.qos or "", state=state, reason=_text(job.state_reason),
         eligible_time=_seconds(job.eligible_time),

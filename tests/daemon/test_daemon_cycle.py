@@ -118,6 +118,37 @@ def test_live_daemon_rewrites_a_cache_that_went_missing(daemon_env, busy, lua_ca
     assert daemon_env.site_factors([second])[second] > 0
 
 
+def test_a_job_name_with_a_double_quote_has_one_name_live_in_history_and_at_submit(
+        daemon_env, slurm_jobs, lua_cache):
+    # Seen on the dev cluster (Slurm 22.05.8) for a job named quote"s: squeue --json and
+    # scontrol show job give the name quote"s, sacct -P -o jobname and sacct --json give
+    # quote`s (slurmdbd's as_mysql stores '"' as '`'); it's and back\sl come back unchanged.
+    daemon_env.write(submit_cache=str(lua_cache))
+    runs = [slurm_jobs.submit("-t", "10", name='say "hi"', wrap="sleep 1") for _ in range(2)]
+    for job in runs:
+        slurm_jobs.wait_state(job, {"COMPLETED"}, timeout=60)
+    stored = slurm_jobs.prefix + "say `hi`"
+    gateway = daemon_env.daemon().gateway
+    deadline = time.monotonic() + 60
+    while not set(runs) <= {j.job_id for j in gateway.finished_since(time.time() - 600) if j.name == stored}:
+        assert time.monotonic() < deadline, "the finished runs never reached accounting under their stored name"
+        time.sleep(1)
+    daemon = daemon_env.daemon()
+    daemon.cycle(time.time())                # imports both runs and writes the cache
+    assert (daemon_env.user, stored) in {(e.user, e.name) for e in read_submit_cache(lua_cache).estimates}
+    blocker = slurm_jobs.submit("-N", "4", "--exclusive", name="blocker", wrap="sleep 300")
+    slurm_jobs.wait_state(blocker, {"RUNNING"}, timeout=90)
+    new = slurm_jobs.submit("-t", "10", name='say "hi"')
+
+    assert daemon_env.site_factors([new])[new] > 0   # job_submit.lua found it in the cache
+    (live,) = [j for j in gateway.snapshot().pending if j.job_id == new]
+    assert live.name == stored
+    report = daemon.cycle(time.time())
+    assert report.outcomes == ()             # the value given at submit is the daemon's own
+    explained = daemon_env.cli("explain", str(new))
+    assert "from user+name, same size: mean of 2 runs" in explained.stdout, explained.output
+
+
 def test_a_bug_in_a_cycle_stops_the_loop_with_its_traceback_logged(daemon_env, caplog):
     daemon = daemon_env.daemon()
     real = daemon.cycle

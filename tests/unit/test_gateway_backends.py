@@ -64,6 +64,7 @@ def test_pyslurm_job_conversion_handles_known_pitfalls():
     assert record.gres_per_node == (GresRequest("gpu", "a100", 2),)
     assert (record.gpus, record.gpu_type, record.time_limit_s) == (4, "a100", 14400)
     assert (record.features, record.excluded_nodes, record.switches, record.restart_count) == ("a100", "gpu03", 1, 1)
+    assert _live_job(SimpleNamespace(**{**vars(job), "name": 'say "hi"'}), {}).name == "say `hi`"  # as sacct
     running = _live_job(SimpleNamespace(**{**vars(job), "state": "RUNNING", "time_limit": None,
                                            "array_id": 0, "gres_per_node": {}}), {81: 500})
     assert running.state is JobState.RUNNING and running.site_factor is None and running.time_limit_s is None

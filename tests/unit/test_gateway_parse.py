@@ -116,6 +116,14 @@ def test_squeue_2411_hostile_name_split_array_and_requeued_job():
     assert requeued.state is JobState.PENDING and requeued.restart_count == 1 and requeued.gpus == 0
 
 
+@pytest.mark.parametrize("version", ["22.05", "24.11", "25.11"])
+def test_squeue_names_are_given_as_accounting_stores_them(version):
+    # slurmdbd stores '"' in a job name as '`' (sacct shows quote`s for quote"s): live names follow
+    document = json.loads(raw(f"{version}/squeue.json"))
+    document["jobs"][0]["name"] = 'quote"s'
+    assert parse_squeue(json.dumps(document), include_finished=True)[0].name == "quote`s"
+
+
 # --- sinfo --------------------------------------------------------------------------
 
 def test_sinfo_2205_nodes():

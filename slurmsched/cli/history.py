@@ -12,6 +12,7 @@ from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
 from slurmsched.cli.params import Duration, Moment
 from slurmsched.store import DEFAULT_BATCH
+from slurmsched.store.selection import check_since, one_cluster
 from slurmsched.traces import FORMATS
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
         raise click.UsageError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
     if from_sacct and since is None:
         raise click.UsageError("--from-sacct needs --since DATE")
+    check_since(since)
     from tqdm import tqdm
 
     from slurmsched.store.ingest import import_accounting, import_trace
@@ -87,18 +89,24 @@ def _report_json(report: "ImportReport") -> dict[str, object]:
 
 @history.command("stats")
 @DB_OPTION
+@click.option("--cluster", "cluster_name", metavar="NAME", default=None, envvar="SLURMSCHED_HISTORY_STATS_CLUSTER",
+              allow_from_autoenv=False, show_envvar=True,
+              help="The cluster to summarize (default: the only one in the history).")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="Users and partitions to list (most jobs first).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object ({\"jobs\": N, ...}).")
 @click.pass_context
-def stats(ctx: click.Context, db_url: str | None, top: int, as_json: bool) -> None:
-    """Per-user and per-partition counts, run-time percentiles, and how far time limits overshoot."""
+def stats(ctx: click.Context, db_url: str | None, cluster_name: str | None, top: int, as_json: bool) -> None:
+    """Per-user and per-partition counts, run-time percentiles, and how far time limits overshoot.
+
+    One cluster's jobs: --cluster NAME, required when the database holds several.
+    """
     from slurmsched.store.repository import open_repository
     from slurmsched.store.stats import summarize
 
     repo = open_repository(get_config(ctx), url=db_url)
     try:
-        summary = summarize(repo.iter_jobs(), top=top)
+        summary = summarize(one_cluster(repo.iter_jobs(), cluster_name), top=top)
     finally:
         repo.close()
     if as_json:

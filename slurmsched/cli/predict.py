@@ -136,6 +136,9 @@ def _restore(repo, name: str) -> tuple["StagedPredictor", str]:  # noqa: ANN001 
 @click.option("--from-db", is_flag=True, envvar="SLURMSCHED_PREDICT_EVALUATE_FROM_DB", show_envvar=True,
               help="Evaluate on the history database instead of a trace.")
 @DB_OPTION
+@click.option("--cluster", "cluster_name", metavar="NAME", default=None,
+              envvar="SLURMSCHED_PREDICT_EVALUATE_CLUSTER", allow_from_autoenv=False, show_envvar=True,
+              help="With --from-db: the cluster to evaluate on (default: the only one in the history).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               envvar="SLURMSCHED_PREDICT_EVALUATE_PLOT", allow_from_autoenv=False, show_envvar=True,
               help="Write a PNG of the error distributions here.")
@@ -143,19 +146,22 @@ def _restore(repo, name: str) -> tuple["StagedPredictor", str]:  # noqa: ANN001 
               show_envvar=True, help='Print {"jobs": N, "predictors": {name: metrics}} instead of the table.')
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
-                 plot_path: str | None, as_json: bool) -> None:
+                 cluster_name: str | None, plot_path: str | None, as_json: bool) -> None:
     """Online, time-ordered evaluation of every predictor.
 
     Each job is predicted at its submit time from the jobs that ended before it; the
     learned model is refitted as history grows (every 25% more jobs, at least 1000).
-    ``user_limit`` is scored only when the jobs carry requested time limits.
+    ``user_limit`` is scored only when the jobs carry requested time limits. With
+    --from-db, one cluster's jobs: --cluster NAME, required when the database holds several.
     """
     if (trace is None) == (not from_db):
         raise click.UsageError("give either --trace FILE --format FORMAT or --from-db")
     if trace is not None and fmt is None:
         raise click.UsageError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
+    if trace is not None and cluster_name is not None:
+        raise click.UsageError("--cluster chooses jobs of --from-db (for the ITP archive: ARCHIVE:clusterNN.csv)")
     plot = output_file(plot_path, "--plot") if plot_path else None
-    jobs = _load_jobs(ctx, trace, fmt, db_url)
+    jobs = _load_jobs(ctx, trace, fmt, db_url, cluster_name)
     if not any(observed_runtime(j) is not None for j in jobs):
         if trace is not None:
             raise TraceFormatError(f"{trace}: no finished job with a run time to evaluate on")
@@ -172,7 +178,10 @@ def evaluate_cmd(ctx: click.Context, trace: str | None, fmt: str | None, from_db
         click.echo(f"error distributions: {plot_path}")
 
 
-def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: str | None) -> list["JobRecord"]:
+def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: str | None,
+               cluster_name: str | None) -> list["JobRecord"]:
+    """The trace's readable jobs (unreadable lines named on stderr), or the database's jobs of
+    one cluster (:func:`~slurmsched.store.selection.one_cluster`, whose ConfigError it raises)."""
     from tqdm import tqdm
 
     from slurmsched.model import JobRecord
@@ -193,12 +202,13 @@ def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: s
             click.echo(f"skipped {len(bad)} unreadable line(s): {line_numbers([b.lineno for b in bad])}", err=True)
         return jobs
     from slurmsched.store.repository import open_repository
+    from slurmsched.store.selection import one_cluster
 
     repo = open_repository(get_config(ctx), url=db_url)
     try:
         with tqdm(desc="reading", unit=" jobs", disable=None, leave=False) as bar:
             jobs = []
-            for job in repo.iter_jobs():
+            for job in one_cluster(repo.iter_jobs(), cluster_name):
                 jobs.append(job)
                 bar.update()
     finally:

@@ -68,6 +68,26 @@ def test_evaluate_from_db_without_time_limits_skips_user_limit(tmp_path: Path) -
     assert result["jobs"] == 300 and set(result["predictors"]) == {"helios", "last2", "slurmsched"}
 
 
+def test_evaluate_from_a_database_of_several_clusters_needs_cluster(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    assert _invoke("db", "upgrade", "--db", url).exit_code == 0  # creates the file
+    repo = SqlJobRepository.from_url(url)
+    repo.ingest_finished([JobRecord(job_id=i, user="u", submit_time=1e9 + 100 * i, start_time=1e9 + 100 * i,
+                                    end_time=1e9 + 100 * i + 60, state=JobState.COMPLETED,
+                                    cluster="site" if i <= 40 else "other") for i in range(1, 61)])
+    repo.close()
+    pooled = _invoke("predict", "evaluate", "--from-db", "--db", url, "--json")
+    assert pooled.exit_code == 2 and "several clusters ('other', 'site'): name one with --cluster" in pooled.output
+    site = _invoke("predict", "evaluate", "--from-db", "--db", url, "--cluster", "site", "--json")
+    assert site.exit_code == 0, site.output
+    assert json.loads(site.stdout)["jobs"] == 40
+    assert "SLURMSCHED_PREDICT_EVALUATE_CLUSTER" in _invoke("predict", "evaluate", "--help").output
+    unknown = _invoke("predict", "evaluate", "--from-db", "--db", url, "--cluster", "tpu")
+    assert unknown.exit_code == 2 and "no job of cluster 'tpu' (it has: 'other', 'site')" in unknown.output
+    trace = _invoke("predict", "evaluate", "--trace", "x.swf", "--format", "swf", "--cluster", "site")
+    assert trace.exit_code == 2 and "--cluster chooses jobs of --from-db" in trace.output
+
+
 def test_evaluate_usage_errors(tmp_path: Path) -> None:
     assert "give either --trace" in _invoke("predict", "evaluate").output
     assert "--trace needs --format" in _invoke("predict", "evaluate", "--trace", "x").output

@@ -214,3 +214,20 @@ def test_cli_errors_are_one_line(tmp_path: Path, cli) -> None:
     assert bad_url.returncode == 2 and "unsupported database 'mysql'" in bad_url.stderr
     usage = cli("history", "import", "--db", db)
     assert usage.returncode == 2 and "give either --trace FILE --format FORMAT or --from-sacct" in usage.stderr
+
+
+def test_history_stats_of_several_clusters_needs_cluster(repo: SqlJobRepository, cli, db_url: str) -> None:
+    repo.ingest_finished([JobRecord(job_id=i, user=f"u{i}", submit_time=1e9 + i, start_time=1e9 + i,
+                                    end_time=1e9 + i + 60, state=JobState.COMPLETED,
+                                    cluster="site" if i <= 3 else "other") for i in range(1, 6)])
+    pooled = cli("history", "stats", "--db", db_url, "--json")
+    assert pooled.returncode == 2 and "several clusters ('other', 'site'): name one with --cluster" in pooled.stderr
+    site = cli("history", "stats", "--db", db_url, "--cluster", "site", "--json")
+    assert site.returncode == 0, site.stderr
+    assert json.loads(site.stdout)["jobs"] == 3
+    assert "SLURMSCHED_HISTORY_STATS_CLUSTER" in cli("history", "stats", "--help").stdout
+
+
+def test_history_import_refuses_a_since_in_the_future(cli, db_url: str) -> None:
+    future = cli("history", "import", "--from-sacct", "--since", "2099-01-01", "--db", db_url)
+    assert future.returncode == 2 and "--since 2099-01-01 00:00 is in the future" in future.stderr

@@ -14,6 +14,7 @@ from polling import wait_until
 
 from slurmsched.errors import ConfigError, SlurmCommandNotFound
 from slurmsched.gateway import CliGateway
+from slurmsched.gateway.parse import accounting_name
 from slurmsched.gateway.pyslurm_backend import PyslurmGateway, import_pyslurm
 from slurmsched.model import JobRecord, JobState, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor, SetSwitches
 
@@ -133,8 +134,8 @@ def test_constraints_round_trip(gateway, slurm_jobs):
 def test_hostile_name_survives_submit_snapshot_and_apply(gateway, slurm_cluster, slurm_jobs):
     assert len(HOSTILE_NAME.encode()) <= 1024 - len(slurm_jobs.prefix.encode())
     job = slurm_jobs.submit("-H", "-t", "5", name=HOSTILE_NAME, wrap="sleep 10")
-    name = slurm_jobs.prefix + HOSTILE_NAME
-    assert live_job(gateway, job).name == name
+    name = accounting_name(slurm_jobs.prefix + HOSTILE_NAME)  # its '"' as accounting stores it: '`'
+    assert '"' in HOSTILE_NAME and live_job(gateway, job).name == name
     outcomes = gateway.apply([SetSiteFactor(job, 77), SetFeatures(job, "a100")])
     assert all(o.ok for o in outcomes), outcomes
     record = live_job(gateway, job)

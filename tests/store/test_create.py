@@ -20,7 +20,7 @@ def _config(tmp_path: Path) -> tuple[Path, Path]:
     """A config file whose state directory does not exist (and an unreachable Slurm); (file, state dir)."""
     state = tmp_path / "fresh"
     config = tmp_path / "slurmsched.toml"
-    config.write_text(f'[slurm]\nbin_dir = "{tmp_path / "no-slurm"}"\nconf = "{tmp_path / "no-slurm" / "slurm.conf"}"\n'
+    config.write_text(f'[slurm]\nbin_dir = "{tmp_path / "no-slurm"}"\n'  # no scontrol there: Slurm is unreachable
                       f'[daemon]\nstate_dir = "{state}"\n')
     return config, state
 

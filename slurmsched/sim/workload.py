@@ -185,10 +185,12 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
                           hint: str = "", measured_from: float | None = None) -> Workload:
     """Build a workload from finished job records.
 
-    A record with a run time but no node list never ran, when other records of the same
-    input have one (a history that records where jobs ran, as accounting does; trace
-    rows name no nodes): it is left out as ``never_ran`` and sets neither the units of
-    the workload (GPUs or processors) nor the cluster's size.
+    A record that ran for 0 s on no node never ran, when other records of the same input
+    name their nodes (a history that records where jobs ran, as accounting does; trace
+    rows name no nodes): a submission slurmctld rejected, or one cancelled while
+    pending. It is left out as ``never_ran`` and sets neither the units of the workload
+    (GPUs or processors) nor the cluster's size. Node-less records that ran for a while
+    (a trace imported into the same database) are replayed.
 
     Args:
         records: the jobs, any order.
@@ -205,9 +207,13 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
         TraceFormatError: two jobs to replay share a job id.
     """
     lists_nodes = any(r.node_list for r in records)
-    gpu_workload = any(r.gpus > 0 and (r.node_list or not lists_nodes) for r in records)
+
+    def never_ran(record: JobRecord) -> bool:
+        return lists_nodes and not record.node_list and record.runtime_s == 0
+
+    gpu_workload = any(r.gpus > 0 and not never_ran(r) for r in records)
     jobs: list[TraceJob] = []
-    no_run_time = never_ran = no_units = 0
+    no_run_time = never_ran_jobs = no_units = 0
     first: dict[int, int] = {}
     for index, record in enumerate(records):
         duration = record.runtime_s
@@ -216,8 +222,8 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
         if duration is None:
             no_run_time += measured
             continue
-        if lists_nodes and not record.node_list:
-            never_ran += measured
+        if never_ran(record):
+            never_ran_jobs += measured
             continue
         if units <= 0:
             no_units += measured
@@ -230,7 +236,7 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
     jobs.sort(key=lambda j: (j.record.submit_time, j.record.job_id))
     if limit is not None:
         jobs = jobs[:limit]
-    left_out = LeftOut(tuple(unreadable), no_run_time=no_run_time, never_ran=never_ran,
+    left_out = LeftOut(tuple(unreadable), no_run_time=no_run_time, never_ran=never_ran_jobs,
                        cpu_only=no_units if gpu_workload else 0, no_processors=0 if gpu_workload else no_units)
     return Workload(tuple(jobs), source, left_out)
 

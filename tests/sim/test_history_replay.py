@@ -44,6 +44,14 @@ def test_trace_rows_name_no_nodes_and_are_not_taken_for_jobs_that_never_ran() ->
     assert len(workload.jobs) == 2 and workload.left_out == LeftOut()
 
 
+def test_node_less_runs_beside_accounting_records_are_replayed() -> None:
+    """A trace imported into the site's database (or the demo's seeded history) names no
+    nodes, but its jobs ran: only a 0-second run on no node never ran."""
+    records = [ran(1, T0), ran(2, T0 + 10, node=""), rejected(3, T0 + 20), ran(4, T0 + 30, run=0.0)]
+    workload = workload_from_history(records)
+    assert [j.record.job_id for j in workload.jobs] == [1, 2, 4] and workload.left_out == LeftOut(never_ran=1)
+
+
 def test_the_warm_up_jobs_left_out_are_not_counted() -> None:
     since = T0 + 3600
     records = [ran(1, T0, gpus=0), rejected(2, T0 + 60), ran(3, T0 + 120),  # the warm-up: 2 left out

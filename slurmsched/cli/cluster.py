@@ -9,6 +9,7 @@ from typing import Sequence
 import click
 
 from slurmsched.cli import get_config
+from slurmsched.cli.output import printable
 from slurmsched.gateway import make_gateway
 from slurmsched.gateway.argv import format_duration
 from slurmsched.model import ClusterSnapshot, JobRecord, NodeRecord
@@ -18,7 +19,7 @@ _NAME_WIDTH = 24
 
 def _printable(text: str, width: int) -> str:
     """One table cell: control characters shown as ``?``, cut to ``width``."""
-    cell = "".join(c if c.isprintable() else "?" for c in text)
+    cell = printable(text)
     return cell if len(cell) <= width else cell[:width - 1] + "~"
 
 

@@ -47,3 +47,9 @@ def writing(path: Path, option: str) -> Iterator[None]:
         yield
     except OSError as exc:
         raise OutputError(f"{option} {path}: cannot write ({exc.strerror or exc})") from None
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control characters (newlines, ESC sequences a job's
+    owner could put in its name) shown as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in text)

@@ -15,7 +15,7 @@ import click
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
-from slurmsched.cli.output import output_file, writing
+from slurmsched.cli.output import output_file, printable, writing
 from slurmsched.cli.params import JobId
 from slurmsched.errors import ConfigError, TraceFormatError
 from slurmsched.predict.common import observed_runtime
@@ -92,7 +92,8 @@ def show(ctx: click.Context, job_id: int, db_url: str | None, as_json: bool) -> 
                                "daemon_estimate_s": recorded.estimate_s if recorded else None}))
         return
     limit = _hms(job.time_limit_s) if job.time_limit_s else "none"
-    click.echo(f"job {job_id} ({job.user}, {job.name or '-'}, {job.state.value}, time limit {limit})")
+    click.echo(f"job {job_id} ({printable(job.user)}, {printable(job.name) or '-'}, {job.state.value}, "
+               f"time limit {limit})")
     click.echo(f"predicted run time {_hms(prediction.estimate_s)}  "
                f"(likely {_hms(prediction.low_s)} .. {_hms(prediction.high_s)})")
     click.echo(f"source: {prediction.source}")

@@ -145,6 +145,10 @@ def test_predict_jobid_shows_estimate_spread_and_source(tmp_path: Path, slurm_cl
                                  env={"SLURMSCHED_CONFIG": None})
     data = json.loads(as_json.stdout)
     assert data["estimate_s"] == 420 and data["low_s"] <= 420 <= data["high_s"] <= 3600
+    odd = slurm_jobs.submit("--hold", "--gres=gpu:1", "-t", "60", name="x\x1b[2Jy\nz")
+    slurm_jobs.wait_state(odd, {"PENDING"})
+    shown = CliRunner().invoke(main, ["--config", str(config), "predict", str(odd)], env={"SLURMSCHED_CONFIG": None})
+    assert f"({user}, {slurm_jobs.prefix}x?[2Jy?z, PENDING" in shown.stdout  # no ESC or newline reaches the terminal
     missing = CliRunner().invoke(main, ["--config", str(config), "predict", "999999999"],
                                  env={"SLURMSCHED_CONFIG": None})
     assert missing.exit_code == 1 and "job 999999999 is not in the queue" in missing.output

@@ -56,6 +56,10 @@ def finished_jobs(slurm_cluster) -> Iterator[tuple[float, list[int]]]:
         _wait("the job to run", lambda: state(requeued) == "RUNNING")
         slurm_cluster.run("scontrol", "requeue", str(requeued))
         _wait("the requeue", lambda: state(requeued) == "PENDING")
+        # slurmd refuses a launch whose credential was made in the same second as the
+        # requeue revoked the last one ("Job credential revoked": the job fails at once;
+        # seen in CI when the requeue came 0.1 s after the start): let that second pass.
+        time.sleep(2)
         # A requeued job waits out a begin-time delay; let it start again now.
         slurm_cluster.run("scontrol", "update", f"JobId={requeued}", "StartTime=now")
         _wait("both jobs to finish", lambda: state(requeued) == "COMPLETED" and state(plain) == "COMPLETED")

@@ -108,8 +108,7 @@ def compare(workload: Workload, cluster: ClusterSpec, size_note: str, policies: 
     durations = {job.record.job_id: job.duration for job in workload.jobs}
     inputs = _Inputs(workload.jobs, cluster, config, durations, settings, workload.measured_from)
     runs = run_side_by_side(inputs.run, policies, config.sim.workers)
-    start = workload.measured_from
-    measured = sum(1 for j in workload.jobs if start is None or j.record.submit_time >= start)
+    measured = len(workload.measured().jobs)
     simulated = len(runs[0].result.outcomes) if runs else measured
     too_big = measured - simulated  # the measured jobs the cluster cannot run (the warm-up's are not counted)
     return Comparison(workload.source, simulated, cluster, size_note, offered_load(workload, cluster),

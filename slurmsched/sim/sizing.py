@@ -28,7 +28,6 @@ In order of precedence:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -82,17 +81,9 @@ def helios_pools(path: str | Path) -> dict[str, tuple[int, int]] | None:
     return None
 
 
-def _measured(workload: Workload) -> Workload:
-    """The workload without its warm-up's jobs."""
-    start = workload.measured_from
-    if start is None:
-        return workload
-    return dataclasses.replace(workload, jobs=tuple(j for j in workload.jobs if j.record.submit_time >= start))
-
-
 def _work_rate(workload: Workload) -> float:
     """GPU-seconds offered per second of the measured jobs' arrival span (at least 1 s)."""
-    measured = _measured(workload)
+    measured = workload.measured()
     return measured.gpu_seconds / max(measured.span_s, 1.0)
 
 

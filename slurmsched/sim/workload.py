@@ -38,7 +38,7 @@ class LeftOut:
         unreadable_lines: line numbers of the trace rows the reader could not parse, in
             file order (within its member, for an ITP archive).
         no_run_time: readable jobs without a run time (they never ran).
-        never_ran: finished jobs with a run time but no node, in a history that records
+        never_ran: finished jobs that ran 0 s on no node, in a history that records
             where jobs ran: submissions slurmctld rejected (``Requested node
             configuration is not available``), or jobs cancelled before they started,
             which accounting records with start = end and no node list.
@@ -179,6 +179,13 @@ class Workload:
         """The biggest job's units."""
         return max((j.units for j in self.jobs), default=0)
 
+    def measured(self) -> Workload:
+        """The workload without its warm-up's jobs (those submitted before ``measured_from``)."""
+        start = self.measured_from
+        if start is None:
+            return self
+        return dataclasses.replace(self, jobs=tuple(j for j in self.jobs if j.record.submit_time >= start))
+
 
 def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadable: Sequence[int] = (),
                           limit: int | None = None, lines: Sequence[int] | None = None,
@@ -282,8 +289,8 @@ def load_trace(path: str | Path, fmt: str, *, limit: int | None = None, progress
     workload = workload_from_records(records, str(path), unreadable=bad, limit=limit, lines=lines,
                                      hint=ITP_HINT if fmt == "itp" else "")
     if not workload.jobs:
-        raise TraceFormatError(f"{path}: no job with a run time to simulate"
-                               + (f" ({workload.left_out.describe()})" if workload.left_out.describe() else ""))
+        left_out = workload.left_out.describe()
+        raise TraceFormatError(f"{path}: no job with a run time to simulate" + (f" ({left_out})" if left_out else ""))
     return workload
 
 

@@ -130,7 +130,8 @@ class SlurmCommands:
 
 
 def _first_line(stderr: bytes | str | None) -> str:
-    """The first non-empty line of what a killed command had written to stderr ('' if none)."""
+    """The first non-empty line of a command's output, bytes or text (``''`` if none): its
+    stderr or stdout, or what a command killed at its timeout had written by then."""
     if isinstance(stderr, bytes):
         stderr = stderr.decode("utf-8", "replace")
     return next((line.strip() for line in (stderr or "").splitlines() if line.strip()), "")

@@ -492,6 +492,10 @@ def parse_sacct(raw: bytes | str) -> list[JobRecord]:
     With ``--duplicates`` a requeued job has one entry per attempt; where Slurm does
     not carry ``restart_cnt`` (22.05) the attempts of one job id are numbered in
     submit/start order. Steps are ignored. "Nothing found" (error 9003) is empty.
+    A job that never got nodes (``"nodes": "None assigned"``: cancelled while pending,
+    or a requeued attempt that never restarted) has no start time: 22.05 reports the
+    cancel time as its start, a 0-second run that never happened; 24.11 and later
+    report none.
     Stub records that slurmdbd has not filled in yet are left out (they come back
     complete on a later read, so callers should re-read a window behind their cursor).
 
@@ -537,7 +541,7 @@ def _sacct_job(job: Mapping[str, Any]) -> JobRecord:
         state=state,
         reason=_reason(state_info.get("reason")),
         eligible_time=_time(times.get("eligible")),
-        start_time=_time(times.get("start")),
+        start_time=None if nodes_text == "None assigned" else _time(times.get("start")),
         end_time=_time(times.get("end")),
         time_limit_s=_minutes(times.get("limit")),
         nodes=_int(job.get("allocation_nodes")) or requested.get("node") or 1,

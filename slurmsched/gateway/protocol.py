@@ -27,7 +27,8 @@ class SlurmGateway(Protocol):
         """Jobs that reached a terminal state at or after ``since`` (POSIX seconds).
 
         Returns one record per job attempt, from accounting; an empty list when
-        accounting has nothing new.
+        accounting has nothing new. An attempt that never ran (cancelled while
+        pending) has no ``start_time``.
         """
         ...
 

@@ -38,10 +38,10 @@ class LeftOut:
         unreadable_lines: line numbers of the trace rows the reader could not parse, in
             file order (within its member, for an ITP archive).
         no_run_time: readable jobs without a run time (they never ran).
-        never_ran: finished jobs that ran 0 s on no node, in a history that records
-            where jobs ran: submissions slurmctld rejected (``Requested node
-            configuration is not available``), or jobs cancelled before they started,
-            which accounting records with start = end and no node list.
+        never_ran: finished jobs on no node, without a start time or with 0 s run, in a
+            history that records where jobs ran: submissions slurmctld rejected
+            (``Requested node configuration is not available``), or jobs cancelled
+            before they started (Slurm 22.05's accounting gives them start = end).
         cpu_only: jobs without GPUs in a workload with GPU jobs (the simulated cluster
             is a GPU pool).
         no_processors: jobs without processors (nor GPUs) in a workload without GPUs.
@@ -192,10 +192,11 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
                           hint: str = "", measured_from: float | None = None) -> Workload:
     """Build a workload from finished job records.
 
-    A record that ran for 0 s on no node never ran, when other records of the same input
-    name their nodes (a history that records where jobs ran, as accounting does; trace
-    rows name no nodes): a submission slurmctld rejected, or one cancelled while
-    pending. It is left out as ``never_ran`` and sets neither the units of the workload
+    A record on no node that has no start time, or ran for 0 s, never ran, when other
+    records of the same input name their nodes (a history that records where jobs ran,
+    as accounting does; trace rows name no nodes): a submission slurmctld rejected, or
+    one cancelled while pending (read from accounting by this version with no start
+    time, by earlier ones as a 0 s run). It is left out as ``never_ran`` and sets neither the units of the workload
     (GPUs or processors) nor the cluster's size. Node-less records that ran for a while
     (a trace imported into the same database) are replayed.
 
@@ -216,7 +217,7 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
     lists_nodes = any(r.node_list for r in records)
 
     def never_ran(record: JobRecord) -> bool:
-        return lists_nodes and not record.node_list and record.runtime_s == 0
+        return lists_nodes and not record.node_list and (record.start_time is None or record.runtime_s == 0)
 
     gpu_workload = any(r.gpus > 0 and not never_ran(r) for r in records)
     jobs: list[TraceJob] = []
@@ -226,11 +227,11 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
         duration = record.runtime_s
         units = record.gpus if gpu_workload else record.cpus
         measured = measured_from is None or record.submit_time >= measured_from
-        if duration is None:
-            no_run_time += measured
-            continue
         if never_ran(record):
             never_ran_jobs += measured
+            continue
+        if duration is None:
+            no_run_time += measured
             continue
         if units <= 0:
             no_units += measured

@@ -160,13 +160,14 @@ def test_finished_jobs_appear_in_finished_since(gateway, slurm_cluster, slurm_jo
     slurm_jobs.wait_state(requeued, {"RUNNING"})
     slurm_cluster.run("scontrol", "requeue", str(requeued))
     slurm_jobs.wait_state(requeued, {"PENDING"})
-    slurm_cluster.run("scancel", str(requeued))
+    never_ran = slurm_jobs.submit("-H", "-t", "5", name="never-ran", wrap="true")
+    slurm_cluster.run("scancel", str(requeued), str(never_ran))
 
     def records():
-        found = [r for r in gateway.finished_since(since) if r.job_id in (done, failed, requeued)]
+        found = [r for r in gateway.finished_since(since) if r.job_id in (done, failed, requeued, never_ran)]
         states = {(r.job_id, r.state) for r in found}
         wanted = {(done, JobState.COMPLETED), (failed, JobState.FAILED), (requeued, JobState.CANCELLED),
-                  (requeued, JobState.REQUEUED)}
+                  (requeued, JobState.REQUEUED), (never_ran, JobState.CANCELLED)}
         return found if wanted <= states else None
 
     found = wait_until("accounting to record the jobs", records, timeout=60, interval=1)
@@ -178,6 +179,9 @@ def test_finished_jobs_appear_in_finished_since(gateway, slurm_cluster, slurm_jo
     assert by_key[(requeued, JobState.REQUEUED)].restart_count == 0
     assert by_key[(requeued, JobState.CANCELLED)].restart_count == 1
     assert all(r.end_time >= int(since) for r in found)
+    # cancelled while held: 22.05's sacct gives it start = end; it never ran, and no predictor may learn a 0 s run
+    cancelled = by_key[(never_ran, JobState.CANCELLED)]
+    assert (cancelled.start_time, cancelled.runtime_s, cancelled.node_list) == (None, None, "")
     assert gateway.finished_since(time.time() + 3600) == []
 
 

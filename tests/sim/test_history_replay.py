@@ -38,6 +38,14 @@ def test_a_rejected_submission_is_left_out_as_never_ran_and_sizes_nothing() -> N
     assert [j.units for j in cpu.jobs] == [4] and cpu.left_out == LeftOut(never_ran=1)
 
 
+def test_a_job_cancelled_while_pending_is_left_out_as_never_ran() -> None:
+    """Read from accounting now: no start time (it never started), no node."""
+    cancelled = JobRecord(job_id=2, user="u", submit_time=T0 + 10, cluster="dev", state=JobState.CANCELLED,
+                          start_time=None, end_time=T0 + 70, gpus=1, cpus=2, node_list="")
+    workload = workload_from_history([ran(1, T0), cancelled, ran(3, T0 + 20)])
+    assert [j.record.job_id for j in workload.jobs] == [1, 3] and workload.left_out == LeftOut(never_ran=1)
+
+
 def test_trace_rows_name_no_nodes_and_are_not_taken_for_jobs_that_never_ran() -> None:
     rows = [ran(1, T0, node=""), ran(2, T0 + 10, run=0.0, node="")]
     workload = workload_from_records(rows, "trace")

@@ -48,6 +48,12 @@ def test_same_window_twice_keeps_one_row_per_attempt(repo: SqlJobRepository) -> 
     repo.ingest_finished([dataclasses.replace(window[0], exit_code=3)])
     assert repo.count_jobs() == 50
     assert [j.exit_code for j in repo.history() if j.job_id == 1] == [3]
+    # A job cancelled while pending, stored by an earlier version as a 0 s run and read again
+    # now (no start time), is no longer a run (admin guide: history import --from-sacct).
+    cancelled = finished(51, state=JobState.CANCELLED, run=0.0, node_list="")
+    repo.ingest_finished([cancelled])
+    repo.ingest_finished([dataclasses.replace(cancelled, start_time=None)])
+    assert [(j.start_time, j.runtime_s) for j in repo.history() if j.job_id == 51] == [(None, None)]
 
 
 def test_requeued_attempts_are_separate_rows(repo: SqlJobRepository) -> None:

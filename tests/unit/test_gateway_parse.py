@@ -167,6 +167,15 @@ def test_sacct_2205_requeued_attempts_and_unreliable_exit_codes():
     assert (task.array_job_id, task.array_task_id, task.gpus, task.gpu_type) == (3, 0, 1, "v100")
 
 
+def test_sacct_2205_job_cancelled_while_pending_never_started():
+    """22.05 gives a job cancelled before it got nodes start = end (here 2 s after submit)."""
+    doc = json.loads(raw("22.05/sacct_cancelled_pending.json"))
+    assert doc["jobs"][0]["time"]["start"] == doc["jobs"][0]["time"]["end"]
+    (job,) = parse_sacct(raw("22.05/sacct_cancelled_pending.json"))
+    assert job.state is JobState.CANCELLED and job.end_time == doc["jobs"][0]["time"]["end"]
+    assert (job.start_time, job.runtime_s, job.wait_s, job.node_list) == (None, None, None, "")
+
+
 def test_sacct_2511_records():
     jobs = by_id(parse_sacct(raw("25.11/sacct.json")))
     assert jobs[34].restart_count == 1

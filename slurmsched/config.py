@@ -340,6 +340,9 @@ class SimSection:
         gpus_per_node: GPUs per node of a cluster sized from ``--gpus`` or the load.
         workers: policies simulated at once, each in a process of its own (each holds
             its own copy of the workload; 1 runs them one after another in-process).
+        submit_plugin: model ``job_submit.lua``: the simulated daemon writes its submit
+            cache (``daemon.submit_cache_*``) and the simulated slurmctld gives each new
+            job the SiteFactor the script would (for sites that install the script).
     """
 
     weight_age: int = 10000
@@ -352,6 +355,7 @@ class SimSection:
     target_load: float = 0.83
     gpus_per_node: int = 8
     workers: int = 1
+    submit_plugin: bool = False
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""

@@ -83,6 +83,21 @@ def levels_for(scale: SiteFactorScale) -> tuple[tuple[int, int], ...]:
     return tuple(levels)
 
 
+def submit_site_factor(cache: SubmitCache, estimate_s: float, *, time_limit_s: int | None, gpus: int,
+                       cpus: int) -> int | None:
+    """The SiteFactor ``job_submit.lua`` gives a new job that the cache predicts ``estimate_s`` for.
+
+    The same steps as the script's ``site_factor``: the estimate capped at the time
+    limit, times the GPUs (or the CPUs x ``cpu_weight`` for a job without GPUs), is the
+    service; the first level whose bound is at least that service gives the value.
+    ``None`` when no level holds it (the script then leaves the job alone).
+    """
+    if time_limit_s:
+        estimate_s = min(estimate_s, time_limit_s)
+    service = estimate_s * gpus if gpus > 0 else estimate_s * max(1, cpus) * cache.cpu_weight
+    return next((value for bound, value in cache.levels if service <= bound), None)
+
+
 def _safe(text: str) -> bool:
     return not any(c in text for c in "\t\r\n")
 

@@ -3,7 +3,8 @@
 Every option has an environment twin (``--help`` lists them): options that mirror a
 config key use that key's variable (``--interval`` = ``SLURMSCHED_DAEMON_INTERVAL_S``,
 ``--target-load`` = ``SLURMSCHED_SIM_TARGET_LOAD``, ``--workers`` =
-``SLURMSCHED_SIM_WORKERS``), the rest ``SLURMSCHED_SIMULATE_<OPTION>``.
+``SLURMSCHED_SIM_WORKERS``, ``--submit-plugin`` = ``SLURMSCHED_SIM_SUBMIT_PLUGIN``), the
+rest ``SLURMSCHED_SIMULATE_<OPTION>``.
 """
 
 from __future__ import annotations
@@ -78,6 +79,10 @@ if TYPE_CHECKING:
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               envvar="SLURMSCHED_SIM_WORKERS", allow_from_autoenv=False,
               show_envvar=True, help="Policies to simulate at once, one process each (default sim.workers).")
+@click.option("--submit-plugin/--no-submit-plugin", default=None, envvar="SLURMSCHED_SIM_SUBMIT_PLUGIN",
+              allow_from_autoenv=False, show_envvar=True,
+              help="Model job_submit.lua: new jobs get their SiteFactor at submission from the daemon's "
+                   "submit cache (default sim.submit_plugin).")
 @click.option("--json", "as_json", is_flag=True,
               envvar="SLURMSCHED_SIMULATE_JSON", allow_from_autoenv=False, show_envvar=True,
               help="Print {\"jobs\": N, \"left_out\": {...}, \"policies\": {...}} only.")
@@ -88,7 +93,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
              cluster_name: str | None, since: float | None, until: float | None, warmup: float | None,
              policy_names: str, out_dir: str | None, gpus: int | None, nodes: int | None, gpus_per_node: int | None,
              nodes_from_slurm: bool, target_load: float | None, limit: int | None, interval_s: float | None,
-             workers: int | None, as_json: bool, progress: bool) -> None:
+             workers: int | None, submit_plugin: bool | None, as_json: bool, progress: bool) -> None:
     """Simulate the queue under each policy and compare avg JCT, waits, slowdown and utilisation.
 
     The simulated Slurm runs the same engine, policies, planner and predictor as the
@@ -116,7 +121,8 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         raise ConfigError("--since must be before --until")
     check_since(since)
     out = output_dir(out_dir, "--out") if out_dir is not None else None
-    config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers)
+    config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers,
+                                            submit_plugin=submit_plugin)
     config = config.with_overrides("daemon", interval_s=interval_s)
     policies = parse_policies(policy_names, config)
     live = None

@@ -104,7 +104,7 @@ def compare(workload: Workload, cluster: ClusterSpec, size_note: str, policies: 
         progress: show a progress bar per policy.
     """
     settings = SimSettings(interval_s=config.daemon.interval_s, bf_max_job_test=config.sim.bf_max_job_test,
-                           progress=progress)
+                           progress=progress, submit_plugin=config.sim.submit_plugin)
     durations = {job.record.job_id: job.duration for job in workload.jobs}
     inputs = _Inputs(workload.jobs, cluster, config, durations, settings, workload.measured_from)
     runs = run_side_by_side(inputs.run, policies, config.sim.workers)

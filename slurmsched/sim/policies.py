@@ -238,15 +238,20 @@ def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, fl
         return None
     config = configured(policy, config)
     engine_policy, predictor_name = policy.engine_policy, policy.predictor or config.daemon.predictor
-    # The simulation writes no job_submit.lua cache (the plugin is not modelled) and saves
-    # no model (it never restarts; pickling the model at every refit cost a third of a run).
-    daemon_config = dataclasses.replace(
-        config, daemon=dataclasses.replace(config.daemon, submit_cache_entries=0, dry_run=False, save_model=False))
 
     def build(slurm: SimulatedSlurm, clock: SimClock) -> CycleRunner:
         from slurmsched.daemon import Daemon
         from slurmsched.planner import Planner
         from slurmsched.store.memory import MemoryJobRepository
+
+        # The daemon writes its job_submit.lua cache where the simulated plugin reads it,
+        # or none when the plugin is not modelled; it saves no model (a simulation never
+        # restarts; pickling the model at every refit cost a third of a run).
+        plugin = slurm.submit_plugin
+        daemon = dataclasses.replace(config.daemon, dry_run=False, save_model=False,
+                                     submit_cache=str(plugin.path) if plugin is not None else "",
+                                     submit_cache_entries=config.daemon.submit_cache_entries if plugin is not None else 0)
+        daemon_config = dataclasses.replace(config, daemon=daemon)
 
         predictor: Predictor
         if predictor_name == "oracle":

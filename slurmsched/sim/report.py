@@ -15,7 +15,7 @@ WAIT_BY_SIZE_FILE = "wait_by_size.png"
 TABLE_FILE = "table.txt"
 #: The simulated slurmctld's settings recorded in results.json (``[sim]`` keys).
 SLURMCTLD_KEYS = ("weight_age", "weight_fairshare", "weight_job_size", "weight_partition",
-                  "multifactor_weight_job_size", "priority_max_age_s", "bf_max_job_test")
+                  "multifactor_weight_job_size", "priority_max_age_s", "bf_max_job_test", "submit_plugin")
 
 
 def human_duration(seconds: float) -> str:
@@ -40,7 +40,7 @@ def render_table(comparison: Comparison) -> str:
     window = _window_clause(c.window) if c.window is not None else ""
     lines = [f"{c.source}{f' {window}' if window else ''}: {c.jobs} jobs{f' ({left_out})' if left_out else ''} "
              f"on {c.cluster.describe()} ({c.size_note}); offered load {c.offered_load:.0%}; "
-             f"daemon cycle every {c.interval_s:g} s"]
+             f"daemon cycle every {c.interval_s:g} s{'; job_submit.lua modelled' if c.slurmctld.submit_plugin else ''}"]
     width = max([13, *(len(run.policy.name) for run in c.runs)])
     header = (f"{'policy':<{width}} {'avg JCT':>8} {'vsFIFO':>6} {'avg wait':>8} {'vsFIFO':>6} {'p50 wait':>8} "
               f"{'p99 wait':>8} {'max wait':>8} {'vsFIFO':>6} {'bsld':>7} {'util':>5} {'gain':>6}")

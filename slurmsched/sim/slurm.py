@@ -5,7 +5,9 @@ shows pending and running jobs and the nodes, ``finished_since()`` plays account
 ``scheduler_config()`` returns the configured ``PriorityWeight*`` values, ``partitions()``
 the declared partitions with their ``PriorityTier``, and ``apply()``
 changes pending jobs exactly as ``scontrol update`` would: a SiteFactor set here is
-the *only* way slurmsched's ranking reaches the simulated scheduler, as on a real site.
+the *only* way slurmsched's ranking reaches the simulated scheduler, as on a real site,
+besides ``job_submit.lua`` when it is modelled (:mod:`slurmsched.sim.submit_plugin`:
+it values a new job at submission from the cache the daemon writes).
 
 The event loop (:mod:`slurmsched.sim.runner`) submits and finishes jobs and calls
 :meth:`SimulatedSlurm.schedule` after every change, which starts pending jobs the way
@@ -37,6 +39,7 @@ from slurmsched.sim.cluster import ClusterSpec, PartitionSpec, cluster_from_node
 from slurmsched.sim.job import SimJob
 from slurmsched.sim.placement import Allocation, GpuTypes, Pool, ShadowState
 from slurmsched.sim.priority import PriorityQueue
+from slurmsched.sim.submit_plugin import SubmitPlugin
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +135,10 @@ class SimulatedSlurm:
     """
 
     def __init__(self, spec: ClusterSpec, config: SchedulerConfig, clock: SimClock, *,
-                 bf_max_job_test: int = DEFAULT_BF_MAX_JOB_TEST) -> None:
+                 bf_max_job_test: int = DEFAULT_BF_MAX_JOB_TEST, submit_plugin: SubmitPlugin | None = None) -> None:
         self.spec = spec
+        #: ``job_submit.lua``, when modelled: values new jobs at submission.
+        self.submit_plugin = submit_plugin
         self._config = config
         self._clock = clock
         self._depth = bf_max_job_test
@@ -274,10 +279,15 @@ class SimulatedSlurm:
         return None if nodes is None else (types, nodes)
 
     def submit(self, job: SimJob) -> None:
-        """Queue a job (as ``sbatch`` would) at the current time."""
+        """Queue a job (as ``sbatch`` would) at the current time; the submit plugin, when
+        there is one, gives it its SiteFactor first (no RPC: it runs inside slurmctld)."""
+        now = self._clock.now()
         job.group = (job.partition.pool, job.partition.nodes_of, job.gpu_types, job.nodes)
+        value = self.submit_plugin.site_factor(job.trace, job.units, now) if self.submit_plugin is not None else None
+        if value is not None:
+            job.site_factor = value
         self._pending[job.job_id] = job
-        self._queue.add(job, self._clock.now())
+        self._queue.add(job, now)
         self._unbuilt.add(job.job_id)
         self._changed.add(job.job_id)
         self._arrived.append(job)

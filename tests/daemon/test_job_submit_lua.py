@@ -15,16 +15,11 @@ import pytest
 from slurmsched.config import PlannerSection
 from slurmsched.model import SchedulerConfig
 from slurmsched.planner import SiteFactorScale
-from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, write_submit_cache
+from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, submit_site_factor, write_submit_cache
 
 pytestmark = pytest.mark.slurm
 
 LEVELS = levels_for(SiteFactorScale.build(PlannerSection(), SchedulerConfig(weight_age=10000, weight_fairshare=10000)))
-
-
-def _expected(cache: SubmitCache, estimate_s: float, units: float) -> int:
-    service = estimate_s * units
-    return next(v for bound, v in cache.levels if service <= bound)
 
 
 def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, daemon_env, lua_cache, busy):
@@ -44,13 +39,15 @@ def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, daemon_env
     capped = busy.submit("--gpus=3", "-t", "10", name="capped")
     unknown = busy.submit("--gres=gpu:1", name="unknown")
     factors = daemon_env.site_factors([short, long, cpu, capped, unknown])
+    # the Lua script and the simulator's model of it (submit_site_factor) give the same values
     assert factors == {
-        short: _expected(cache, 120, 2),
-        long: _expected(cache, 50000, 8),
-        cpu: _expected(cache, 300, 4 * 0.25),
-        capped: _expected(cache, 600, 3),          # prediction capped at the 10-minute limit
+        short: submit_site_factor(cache, 120, time_limit_s=1800, gpus=2, cpus=1),
+        long: submit_site_factor(cache, 50000, time_limit_s=None, gpus=8, cpus=2),
+        cpu: submit_site_factor(cache, 300, time_limit_s=None, gpus=0, cpus=4),
+        capped: submit_site_factor(cache, 50000, time_limit_s=600, gpus=3, cpus=1),  # capped at the limit
         unknown: 0,
     }
+    assert factors[capped] == submit_site_factor(cache, 600, time_limit_s=None, gpus=3, cpus=1)
     assert factors[short] > factors[capped] > factors[long] > 0
     shown = slurm_cluster.run("scontrol", "show", "job", str(short)).stdout
     assert f"AdminComment=slurmsched:site_factor={factors[short]}" in shown

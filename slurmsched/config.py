@@ -89,9 +89,6 @@ class SlurmSection:
             raise ConfigError(f"{prefix}.backend must be one of cli, pyslurm, auto (got {self.backend!r})")
         if self.timeout_s <= 0:
             raise ConfigError(f"{prefix}.timeout_s must be > 0 (got {self.timeout_s})")
-        if self.conf and not os.path.isfile(self.conf):
-            why = "is not a file" if os.path.exists(self.conf) else "does not exist"
-            raise ConfigError(f"{prefix}.conf: {self.conf} {why}")
 
 
 #: SQLite's busy timeout is milliseconds in a C ``int``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TypedDict
 
 from slurmsched.config import Config
@@ -37,9 +38,15 @@ def make_gateway(config: Config) -> SlurmGateway:
     ``slurm.timeout_s`` are passed to either.
 
     Raises:
-        ConfigError: ``pyslurm`` was asked for and cannot be imported.
+        ConfigError: ``slurm.conf`` names no file (checked here, when Slurm is first
+            needed, so that offline commands such as ``simulate --trace`` run on a
+            machine without it; Slurm's commands would retry a missing file for a
+            minute), or ``pyslurm`` was asked for and cannot be imported.
     """
     slurm = config.slurm
+    if slurm.conf and not os.path.isfile(slurm.conf):
+        why = "is not a file" if os.path.exists(slurm.conf) else "does not exist"
+        raise ConfigError(f"slurm.conf: {slurm.conf} {why}")
     kwargs: _GatewayKwargs = {"slurm_conf": slurm.conf or None, "bin_dir": slurm.bin_dir or None,
                               "timeout_s": slurm.timeout_s}
     if slurm.backend == "pyslurm" or (slurm.backend == "auto" and pyslurm_available()):

@@ -31,13 +31,15 @@ def test_cli_backend_gets_conf_bin_dir_and_timeout(tmp_path):
     assert gateway.commands.timeout_s == 7
 
 
-def test_a_missing_slurm_conf_is_a_config_error_at_load(tmp_path):
-    # scontrol would retry a missing slurm.conf for a minute: the error must come from the config
+def test_a_missing_slurm_conf_is_a_config_error_when_slurm_is_needed(tmp_path):
+    # scontrol would retry a missing slurm.conf for a minute: the error must come from the config;
+    # but only once Slurm is needed: loading the config (for offline commands) works
     missing = tmp_path / "x" / "nonexist.conf"
-    with pytest.raises(ConfigError, match=f"^slurm.conf: {missing} does not exist$"):
-        config("cli", conf=str(missing))
+    for backend in ("cli", "pyslurm", "auto"):
+        with pytest.raises(ConfigError, match=f"^slurm.conf: {missing} does not exist$"):
+            make_gateway(config(backend, conf=str(missing)))
     with pytest.raises(ConfigError, match=f"^slurm.conf: {tmp_path} is not a file$"):
-        config("cli", conf=str(tmp_path))
+        make_gateway(config("cli", conf=str(tmp_path)))
 
 
 @pytest.mark.skipif(PYSLURM, reason="pyslurm imports here, so 'auto' picks it")

@@ -6,6 +6,7 @@ a socket that accepts and never answers; a missing command is an empty bin_dir.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -133,6 +134,19 @@ def test_queue_with_a_missing_slurm_conf_names_it_without_waiting(tmp_path):
                           env=env, timeout=60, check=False)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == f"error: slurm.conf: {missing} does not exist\n"
+
+
+def test_offline_commands_run_without_the_configured_slurm_conf(tmp_path):
+    """A laptop with a copy of the site's config but no slurm.conf can still simulate a trace."""
+    trace = tmp_path / "t.swf"
+    trace.write_text("".join(f"{i} {i * 100} 0 {300 + i} 4 -1 -1 4 1200 -1 1 1 -1 -1 -1 -1 -1 -1\n"
+                             for i in range(1, 30)))
+    env = {**os.environ, "SLURMSCHED_SLURM_CONF": str(tmp_path / "nonexist.conf"), "SLURMSCHED_CONFIG": os.devnull}
+    proc = subprocess.run([sys.executable, "-m", "slurmsched", "simulate", "--trace", str(trace), "--format", "swf",
+                           "--gpus", "8", "--policy", "fifo", "--json", "--no-progress"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["jobs"] == 29
 
 
 def test_missing_binaries_are_command_not_found(tmp_path, closed_conf):

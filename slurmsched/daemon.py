@@ -42,7 +42,7 @@ from slurmsched.policy import Policy
 from slurmsched.policy.qssf import QssfPolicy
 from slurmsched.predict.protocol import Predictor
 from slurmsched.predict.schedule import RefitSchedule
-from slurmsched.store.protocol import AppliedChange, JobRepository
+from slurmsched.store.protocol import AppliedChange, CycleKind, JobRepository
 from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, write_submit_cache
 
 log = logging.getLogger(__name__)
@@ -392,7 +392,8 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planne
 
     The caller pauses the daemon first; a cycle that was already running may still have
     recorded changes, so the pass repeats (up to ``rounds`` times) until nothing is left.
-    Each restored change is recorded as a ``revert`` decision for ``explain``.
+    Each pass that finds work is recorded as a ``revert`` cycle (for ``status``), each
+    restored change as a ``revert`` decision (for ``explain``).
 
     Raises:
         SlurmError: the queue could not be read (``squeue``); what earlier rounds
@@ -417,7 +418,7 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planne
             for change in plan.gone:
                 repository.forget_applied(change.job_id, change.kind)
             forgotten += len(plan.gone)
-            cycle_id = repository.start_cycle(now, dry_run=False)
+            cycle_id = repository.start_cycle(now, CycleKind.REVERT)
             decisions = []
             for outcome in outcomes:
                 kind, previous, new = describe(outcome.action)

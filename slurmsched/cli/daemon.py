@@ -119,7 +119,7 @@ def _prediction_error(repo: JobRepository, now: float, limit: int = 200) -> tupl
               envvar="SLURMSCHED_STATUS_CYCLES", show_envvar=True, help="How many recent cycles to list.")
 @click.pass_context
 def status(ctx: click.Context, cycles: int) -> None:
-    """Last cycles, queue size, actions taken, changes in force and prediction error so far."""
+    """Last cycles (live, dry-run, paused or revert), queue size, actions taken, changes in force, prediction error."""
     from slurmsched.submit_cache import read_submit_cache
 
     config = get_config(ctx)
@@ -137,13 +137,13 @@ def status(ctx: click.Context, cycles: int) -> None:
         click.echo("no cycle has run yet")
     else:
         last = recent[0]
-        click.echo(f"last cycle {last.cycle_id} at {_when(last.started_at)} ({now - last.started_at:.0f} s ago"
-                   f"{', dry-run' if last.dry_run else ''}): {last.pending} pending, {last.running} running")
+        click.echo(f"last cycle {last.cycle_id} at {_when(last.started_at)} ({now - last.started_at:.0f} s ago, "
+                   f"{last.kind}): {last.pending} pending, {last.running} running")
         click.echo(f"{'cycle':>7} {'started':19} {'took':>7} {'pending':>8} {'running':>8} {'actions':>8} "
                    f"{'failed':>7}  mode")
         for c in recent:
             click.echo(f"{c.cycle_id:>7} {_when(c.started_at):19} {c.duration_s:>6.2f}s {c.pending:>8} "
-                       f"{c.running:>8} {c.actions:>8} {c.failed:>7}  {'dry-run' if c.dry_run else 'live'}")
+                       f"{c.running:>8} {c.actions:>8} {c.failed:>7}  {c.kind}")
     kinds: dict[str, int] = {}
     for change in applied:
         kinds[change.kind] = kinds.get(change.kind, 0) + 1

@@ -9,9 +9,10 @@
    policy) -- the same scores ``policy.rank`` gives for the whole queue;
 3. the planner decides the SiteFactor and constraints of just those jobs and of jobs
    whose last plan is not in place yet, then caps the RPCs (best ranks first);
-4. one repository transaction: open the cycle, ingest finished jobs, move the cursor,
-   observe states, ``gateway.apply`` (unless dry-run or paused), record new
-   predictions, decisions and applied changes, close the cycle;
+4. one repository transaction: read the pause flag, open the cycle (recorded as live,
+   dry-run or paused), ingest finished jobs, move the cursor, observe states,
+   ``gateway.apply`` (unless dry-run or paused), record new predictions, decisions and
+   applied changes, close the cycle;
 5. after the commit, fold the finished jobs into the predictor's statistics.
 
 Every dependency is injected; nothing here knows whether Slurm is real or simulated.
@@ -35,7 +36,7 @@ from slurmsched.planner import Plan, Planner, describe
 from slurmsched.planner.plan import SITE_FACTOR, SWITCHES, Step
 from slurmsched.policy.base import Policy, Ranking
 from slurmsched.predict.protocol import Predictor
-from slurmsched.store.protocol import AppliedChange, JobRepository
+from slurmsched.store.protocol import AppliedChange, CycleKind, JobRepository
 
 log = logging.getLogger(__name__)
 
@@ -198,13 +199,13 @@ class Engine:
         lap("plan")
         try:
             with self.repository.transaction():
-                cycle_id = self.repository.start_cycle(now, self.dry_run)
+                paused = self.repository.is_paused()
+                cycle_id = self.repository.start_cycle(now, self._kind(paused))
                 if finished:
                     self.repository.ingest_finished(finished)
                 cursor = max([cursor] + [j.end_time for j in finished if j.end_time is not None])
                 self.repository.set_cursor(CURSOR, cursor)
                 self.repository.observe(snapshot)
-                paused = self.repository.is_paused()
                 lap("store")
                 outcomes: list[ActionOutcome] = []
                 if plan.actions and not (self.dry_run or paused):
@@ -239,6 +240,12 @@ class Engine:
         return self._tracker.ranking(now)
 
     # -- stages ---------------------------------------------------------------------
+
+    def _kind(self, paused: bool) -> CycleKind:
+        """What this cycle is recorded as: dry-run wins over paused; either sends nothing."""
+        if self.dry_run:
+            return CycleKind.DRY_RUN
+        return CycleKind.PAUSED if paused else CycleKind.LIVE
 
     def _read_finished(self, now: float) -> tuple[list[JobRecord], float]:
         """Finished jobs from accounting not seen before, and the cursor they were read from.

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 from slurmsched.model import ClusterSnapshot, Decision, JobRecord, JobState, Prediction
-from slurmsched.store.protocol import AppliedChange, CycleSummary
+from slurmsched.store.protocol import AppliedChange, CycleKind, CycleSummary
 
 #: ``to_state`` of the transition recorded when a job leaves the live queue (as in SQL).
 GONE = "GONE"
@@ -50,7 +50,7 @@ class MemoryJobRepository:
         self._paused = False
         self._next_cycle = 1
         self._cycles: deque[CycleSummary] = deque(maxlen=keep_cycles)
-        self._open_cycles: dict[int, tuple[float, bool]] = {}
+        self._open_cycles: dict[int, tuple[float, CycleKind]] = {}
         self._cycle_started: dict[int, float] = {}
         self._predictions: dict[int, Prediction] = {}
         self._decisions: dict[int, list[tuple[int, Decision]]] = {}
@@ -207,11 +207,11 @@ class MemoryJobRepository:
 
     # --- cycles, predictions, decisions --------------------------------------------
 
-    def start_cycle(self, started_at: float, dry_run: bool) -> int:
-        """Open a cycle; returns its id."""
+    def start_cycle(self, started_at: float, kind: CycleKind) -> int:
+        """Open a cycle of the given kind; returns its id."""
         cycle_id = self._next_cycle
         self._next_cycle += 1
-        self._set(self._open_cycles, cycle_id, (started_at, dry_run))
+        self._set(self._open_cycles, cycle_id, (started_at, kind))
         self._set(self._cycle_started, cycle_id, started_at)
         return cycle_id
 
@@ -222,10 +222,10 @@ class MemoryJobRepository:
         Raises:
             KeyError: no open cycle ``cycle_id``.
         """
-        started_at, dry_run = self._open_cycles[cycle_id]
+        started_at, kind = self._open_cycles[cycle_id]
         self._pop(self._open_cycles, cycle_id)
         summary = CycleSummary(cycle_id, started_at, timings.get("total", sum(timings.values())), pending,
-                               running, actions, failed, dry_run, dict(timings))
+                               running, actions, failed, kind, dict(timings))
         self._cycles.append(summary)
         self._log(lambda: self._cycles.remove(summary))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol, Sequence
 
 from slurmsched.model import ClusterSnapshot, Decision, JobRecord, Prediction
@@ -29,6 +30,22 @@ class AppliedChange:
     current: str
 
 
+class CycleKind(StrEnum):
+    """What a recorded cycle was, as ``slurmsched status`` shows it (stored as its value).
+
+    Attributes:
+        LIVE: a daemon cycle that sent its actions to Slurm.
+        DRY_RUN: a dry-run daemon's cycle: planned and recorded, sent nothing.
+        PAUSED: a cycle run while paused: sent nothing (decisions ``skipped: paused``).
+        REVERT: a ``slurmsched revert`` pass: its actions restore changed jobs.
+    """
+
+    LIVE = "live"
+    DRY_RUN = "dry-run"
+    PAUSED = "paused"
+    REVERT = "revert"
+
+
 @dataclass(frozen=True, slots=True)
 class CycleSummary:
     """One row of the cycles table (``slurmsched status``)."""
@@ -40,7 +57,7 @@ class CycleSummary:
     running: int
     actions: int
     failed: int
-    dry_run: bool
+    kind: CycleKind
     timings: dict[str, float]
 
 
@@ -76,8 +93,8 @@ class JobRepository(Protocol):
         """Finished jobs ordered by end time (oldest first), optionally only those ended after ``since``."""
         ...
 
-    def start_cycle(self, started_at: float, dry_run: bool) -> int:
-        """Open a cycle row; returns its id."""
+    def start_cycle(self, started_at: float, kind: CycleKind) -> int:
+        """Open a cycle row of the given kind; returns its id."""
         ...
 
     def finish_cycle(self, cycle_id: int, *, pending: int, running: int, actions: int,

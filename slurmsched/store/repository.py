@@ -24,7 +24,7 @@ from slurmsched.errors import SchemaOutOfDate, StoreError
 from slurmsched.model import ClusterSnapshot, Decision, JobRecord, Prediction
 from slurmsched.store import migrate
 from slurmsched.store.connect import DEFAULT_BUSY_TIMEOUT_S, WRITE_LOCK, display_url, make_engine, store_errors
-from slurmsched.store.protocol import AppliedChange, CycleSummary
+from slurmsched.store.protocol import AppliedChange, CycleKind, CycleSummary
 from slurmsched.store.records import ATTEMPT_KEY, JOB_COLUMNS, attempt_key, row_to_job, unique_attempts
 from slurmsched.store.schema import (AppliedChangeRow, Control, Cursor, Cycle, DecisionRow, Job,
                                      LiveJob, ModelRow, PredictionRow, Transition)
@@ -329,10 +329,11 @@ class SqlJobRepository:
 
     # --- cycles, predictions, decisions ------------------------------------------
 
-    def start_cycle(self, started_at: float, dry_run: bool) -> int:
-        """Open a cycle row; returns its id."""
+    def start_cycle(self, started_at: float, kind: CycleKind) -> int:
+        """Open a cycle row of the given kind; returns its id."""
         with self._conn() as conn:
-            result = conn.execute(insert(Cycle).values(started_at=started_at, dry_run=dry_run, pending=0,
+            result = conn.execute(insert(Cycle).values(started_at=started_at, kind=kind.value,
+                                                       dry_run=kind is CycleKind.DRY_RUN, pending=0,
                                                        running=0, actions=0, failed=0, timings={}))
             # SQLAlchemy types inserted_primary_key Optional; a single-row INSERT always sets it
             return int(result.inserted_primary_key[0])  # type: ignore[index]
@@ -357,7 +358,7 @@ class SqlJobRepository:
         with self._conn(write=False) as conn:
             return [CycleSummary(cycle_id=c.id, started_at=c.started_at, duration_s=c.duration_s or 0.0,
                                  pending=c.pending, running=c.running, actions=c.actions, failed=c.failed,
-                                 dry_run=c.dry_run, timings=dict(c.timings or {}))
+                                 kind=CycleKind(c.kind), timings=dict(c.timings or {}))
                     for c in conn.execute(query)]
 
     def record_predictions(self, cycle_id: int, predictions: Sequence[Prediction]) -> None:

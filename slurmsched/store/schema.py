@@ -19,6 +19,8 @@ from sqlalchemy import (JSON, BigInteger, Boolean, Float, ForeignKey, Index, Int
                         LargeBinary, String, Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from slurmsched.store.protocol import CycleKind
+
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets BIGSERIAL-style ids.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -96,7 +98,14 @@ class Transition(Base):
 
 
 class Cycle(Base):
-    """One run of ``Engine.run_cycle``: when, how long, what it saw and did."""
+    """One run of ``Engine.run_cycle`` or one ``revert`` pass: when, how long, what it saw and did.
+
+    ``kind`` is a :class:`~slurmsched.store.protocol.CycleKind` value; its server default
+    exists because SQLite adds a NOT NULL column only with one. ``dry_run`` predates it
+    and is kept equal to ``kind == "dry-run"``: dropping a column on SQLite takes either
+    SQLite 3.35 or a copy of the table, whose drop would, with foreign keys on, delete
+    the predictions and decisions of every cycle.
+    """
 
     __tablename__ = "cycles"
     __table_args__ = (Index("ix_cycles_started_at", "started_at"),)
@@ -105,6 +114,7 @@ class Cycle(Base):
     started_at: Mapped[float] = mapped_column(Float)
     duration_s: Mapped[float | None] = mapped_column(Float)
     dry_run: Mapped[bool] = mapped_column(Boolean, default=False)
+    kind: Mapped[str] = mapped_column(String(16), server_default=CycleKind.LIVE.value)
     pending: Mapped[int] = mapped_column(Integer, default=0)
     running: Mapped[int] = mapped_column(Integer, default=0)
     actions: Mapped[int] = mapped_column(Integer, default=0)

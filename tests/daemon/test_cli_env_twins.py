@@ -19,7 +19,7 @@ def test_run_and_status_options_from_the_environment(daemon_env):
         assert proc.returncode == 0, proc.stderr
     with daemon_env.repo() as repo:
         cycles = repo.recent_cycles()
-    assert len(cycles) == 2 and all(c.dry_run for c in cycles)
+    assert len(cycles) == 2 and all(c.kind == "dry-run" for c in cycles)
     status = subprocess.run([sys.executable, "-m", "slurmsched", "status"], capture_output=True, text=True,
                             env={**env, "SLURMSCHED_STATUS_CYCLES": "1"}, timeout=60)
     assert status.returncode == 0, status.stderr

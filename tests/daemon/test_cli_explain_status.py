@@ -2,16 +2,43 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import time
 
 import pytest
+from click.testing import CliRunner
 
-pytestmark = pytest.mark.slurm
+from slurmsched.cli import main
+from slurmsched.store.protocol import CycleKind
+from slurmsched.store.repository import SqlJobRepository
+
+#: A row of status's cycle table: its cycle id and its mode (the last column).
+CYCLE_ROW = re.compile(r"^ +(\d+) \d{4}-.* (\S+)$", re.M)
 
 
+def test_status_shows_what_kind_each_cycle_was(tmp_path):
+    url = f"sqlite:///{tmp_path / 'slurmsched.db'}"
+    repo = SqlJobRepository.from_url(url, create=True)
+    try:
+        repo.upgrade()
+        for kind in (CycleKind.LIVE, CycleKind.DRY_RUN, CycleKind.REVERT, CycleKind.PAUSED):
+            cycle = repo.start_cycle(time.time(), kind)
+            repo.finish_cycle(cycle, pending=2, running=1, actions=0, failed=0, timings={"total": 0.1})
+    finally:
+        repo.close()
+    config = tmp_path / "slurmsched.toml"
+    config.write_text(f'[daemon]\nstate_dir = "{tmp_path}"\n[db]\nurl = "{url}"\n')
+    result = CliRunner().invoke(main, ["--config", str(config), "status"],
+                                env={k: None for k in os.environ if k.startswith("SLURMSCHED_")})
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^last cycle 4 at .* s ago, paused\): 2 pending, 1 running$", result.stdout, re.M), result.stdout
+    assert CYCLE_ROW.findall(result.stdout) == [("4", "paused"), ("3", "revert"), ("2", "dry-run"), ("1", "live")]
+
+
+@pytest.mark.slurm
 def test_explain_shows_prediction_source_score_rank_and_every_action(daemon_env, busy):
     daemon_env.seed_history("short", [60, 70, 50])
     daemon_env.seed_history("long", [5000, 5200])
@@ -34,6 +61,7 @@ def test_explain_shows_prediction_source_score_rank_and_every_action(daemon_env,
     assert missing.exit_code == 1 and "no record of job 999999999" in missing.stderr
 
 
+@pytest.mark.slurm
 def test_status_lists_cycles_changes_and_prediction_error(daemon_env, busy):
     daemon_env.seed_history("quick", [2, 3, 2])
     job = busy.submit("--gres=gpu:1", "-t", "5", name="quick", wrap="sleep 2")
@@ -43,7 +71,7 @@ def test_status_lists_cycles_changes_and_prediction_error(daemon_env, busy):
     status = daemon_env.cli("status")
     assert status.exit_code == 0, status.output
     assert "state: PAUSED" in status.stdout and paused.exit_code == 0
-    assert re.search(r"^last cycle \d+ at .*: 1 pending, \d+ running", status.stdout, re.M), status.stdout
+    assert re.search(r"^last cycle \d+ at .* s ago, live\): 1 pending, \d+ running", status.stdout, re.M), status.stdout
     assert "changes in force: 1 SetSiteFactor on 1 jobs" in status.stdout
     assert "prediction error: no finished job with a prediction yet" in status.stdout
     # let the job run and finish; the next cycles read it from accounting
@@ -62,12 +90,14 @@ def test_status_lists_cycles_changes_and_prediction_error(daemon_env, busy):
     status = daemon_env.cli("status", "--cycles", "3")
     assert re.search(r"^prediction error over the last \d+ finished jobs: median \d+\.\d\dx off, \d+% within 2x",
                      status.stdout, re.M), status.stdout
-    assert len(re.findall(r"^ +\d+ \d{4}-", status.stdout, re.M)) == 3
+    assert [mode for _, mode in CYCLE_ROW.findall(status.stdout)] == ["paused"] * 3  # ran while paused
+    assert re.search(r"^last cycle \d+ at .* s ago, paused\): ", status.stdout, re.M), status.stdout
     assert "changes in force: none on 0 jobs" in status.stdout
     assert daemon_env.cli("resume").exit_code == 0
     assert "state: active" in daemon_env.cli("status").stdout
 
 
+@pytest.mark.slurm
 def test_run_once_refuses_a_database_without_the_current_schema(daemon_env, tmp_path):
     state = tmp_path / "empty-state"
     daemon_env.write(state_dir=str(state))

@@ -40,6 +40,11 @@ def test_revert_restores_every_job_and_reports_the_count(daemon_env, busy, lua_c
     assert daemon_env.site_factors(ids) == {i: 0 for i in ids}
     again = daemon_env.cli("revert")
     assert again.exit_code == 0 and again.stdout.startswith("reverted 0 changes on 0 pending jobs")
+    # status tells the revert pass (3 restores) and the paused cycle from a live cycle; the
+    # second revert found nothing to do and recorded no cycle
+    status = daemon_env.cli("status").stdout
+    rows = re.findall(r"^ +\d+ \d{4}-\S+ \S+ +\S+ +\d+ +\d+ +(\d+) +\d+  (\S+)$", status, re.M)
+    assert rows == [("0", "paused"), ("3", "revert"), ("2", "live")], status
 
 
 def test_revert_drops_records_of_jobs_that_left_the_queue(daemon_env, busy):

@@ -13,6 +13,7 @@ import random
 import pytest
 
 from slurmsched.config import Config, PlannerSection
+from slurmsched.daemon import revert_all
 from slurmsched.engine import Engine
 from slurmsched.model import JobRecord, JobState, SchedulerConfig, SetSiteFactor
 from slurmsched.planner import Planner
@@ -25,6 +26,7 @@ from slurmsched.sim.cluster import ClusterSpec
 from slurmsched.sim.job import SimJob
 from slurmsched.sim.slurm import SimulatedSlurm
 from slurmsched.store.memory import MemoryJobRepository
+from slurmsched.store.protocol import CycleKind
 
 HOUR = 3600.0
 START = 1_800_000_000.0  # a whole number of hours
@@ -184,6 +186,23 @@ def test_dry_run_and_pause_leave_slurm_alone(dry_run: bool) -> None:
     assert [d.outcome for d in report.decisions if d.kind == "SetSiteFactor"] == [
         "dry-run" if dry_run else "skipped: paused"]
     assert not [d for d in world.cycle(0.2).decisions if d.kind == "SetSiteFactor"]  # recorded once
+
+
+def test_each_cycle_is_recorded_with_its_kind() -> None:
+    world = World()
+    world.submit(2, limit_h=1)
+    world.cycle(0.1)
+    world.repository.set_paused(True)
+    world.cycle(0.2)
+    world.engine.dry_run = True
+    world.cycle(0.3)                                   # dry-run and paused: recorded as dry-run
+    report = revert_all(world.slurm, world.repository, world.planner)
+    assert report.reverted == 1 and world.slurm.rpcs == 2
+    world.repository.set_paused(False)
+    world.engine.dry_run = False
+    world.cycle(0.4)
+    assert [c.kind for c in reversed(world.repository.recent_cycles())] == [
+        CycleKind.LIVE, CycleKind.PAUSED, CycleKind.DRY_RUN, CycleKind.REVERT, CycleKind.LIVE]
 
 
 def test_a_job_keeps_the_backlog_wait_of_the_queue_it_arrived_in() -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from slurmsched.errors import StoreError, TraceFormatError
 from slurmsched.model import JobRecord, JobState
+from slurmsched.store import migrate
 from slurmsched.store.ingest import import_accounting, import_trace, trace_cluster_name
 from slurmsched.store.repository import SqlJobRepository
 
@@ -208,8 +209,8 @@ def test_cli_errors_are_one_line(tmp_path: Path, cli) -> None:
     (tmp_path / "empty.db").touch()
     no_schema = cli("history", "stats", "--db", f"sqlite:///{tmp_path / 'empty.db'}")
     assert no_schema.returncode == 2
-    assert no_schema.stderr.strip() == ("error: database schema is at empty, this slurmsched needs 0001: "
-                                        "run 'slurmsched db upgrade'")
+    assert no_schema.stderr.strip() == ("error: database schema is at empty, this slurmsched needs "
+                                        f"{migrate.head_revision()}: run 'slurmsched db upgrade'")
     bad_url = cli("history", "stats", "--db", "mysql://x/y")
     assert bad_url.returncode == 2 and "unsupported database 'mysql'" in bad_url.stderr
     usage = cli("history", "import", "--db", db)

@@ -1,4 +1,4 @@
-"""Alembic migrations from empty to head on SQLite and PostgreSQL, and the schema check."""
+"""Alembic migrations from empty (or an older revision) to head on SQLite and PostgreSQL, and the schema check."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, make_url, text
+from sqlalchemy import JSON, Boolean, Float, Integer, column, inspect, make_url, select, table, text
 
 from slurmsched.config import Config, DbSection
 from slurmsched.errors import SchemaOutOfDate, StoreError
+from slurmsched.model import Decision, Prediction
 from slurmsched.store import migrate
+from slurmsched.store.protocol import CycleKind
 from slurmsched.store.repository import SqlJobRepository, open_repository
 from slurmsched.store.schema import Base
 
@@ -104,3 +106,37 @@ def test_alembic_logs_only_at_debug(tmp_path: Path, cli_process) -> None:
     debug = cli_process("-vv", "status", env=env)
     assert debug.returncode == 0, debug.stderr
     assert "INFO alembic.runtime.migration: Context impl SQLiteImpl." in debug.stderr
+
+
+
+#: The cycles table as revision 0001 made it (before ``kind``).
+CYCLES_0001 = table("cycles", column("id", Integer()), column("started_at", Float()), column("duration_s", Float()),
+                    column("dry_run", Boolean()), column("pending", Integer()), column("running", Integer()),
+                    column("actions", Integer()), column("failed", Integer()), column("timings", JSON()))
+
+
+def test_upgrade_from_0001_keeps_every_cycle_and_takes_its_kind_from_dry_run(db_url: str) -> None:
+    repo = SqlJobRepository.from_url(db_url, create=True)
+    try:
+        migrate.upgrade(repo.engine, "0001")
+        with repo.engine.begin() as conn:
+            conn.execute(CYCLES_0001.insert(), [
+                {"started_at": at, "duration_s": 0.5, "dry_run": dry, "pending": 3, "running": 1, "actions": 2,
+                 "failed": 0, "timings": {"total": 0.5}} for at, dry in [(100.0, True), (160.0, False)]])
+            old = conn.execute(select(CYCLES_0001.c.id).order_by(CYCLES_0001.c.id)).scalars().all()
+        for cycle_id in old:
+            repo.record_predictions(cycle_id, [Prediction(cycle_id, 60.0, 30.0, 90.0, "rules")])
+            repo.record_decisions(cycle_id, [Decision(cycle_id, "rank", "ranked", "short", score=1.0, rank=1)])
+        with pytest.raises(SchemaOutOfDate, match=f"at 0001, this slurmsched needs {migrate.head_revision()}: run"):
+            repo.check_schema()
+        repo.upgrade()
+        repo.check_schema()
+        assert [(c.cycle_id, c.started_at, c.kind, c.actions, c.timings) for c in repo.recent_cycles()] == [
+            (old[1], 160.0, CycleKind.LIVE, 2, {"total": 0.5}), (old[0], 100.0, CycleKind.DRY_RUN, 2, {"total": 0.5})]
+        assert [at for cycle_id in old for at, _ in repo.decisions_for(cycle_id)] == [100.0, 160.0]
+        assert all(repo.latest_prediction(cycle_id) is not None for cycle_id in old)
+        paused = repo.start_cycle(200.0, CycleKind.PAUSED)
+        repo.finish_cycle(paused, pending=3, running=1, actions=0, failed=0, timings={})
+        assert [c.kind for c in repo.recent_cycles(1)] == [CycleKind.PAUSED]
+    finally:
+        repo.close()

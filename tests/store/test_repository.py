@@ -10,8 +10,10 @@ from sqlalchemy import func, select
 from slurmsched.errors import StoreError
 from slurmsched.model import (ClusterSnapshot, Decision, GresRequest, JobRecord, JobState,
                               Prediction)
+from slurmsched.store.memory import MemoryJobRepository
+from slurmsched.store.protocol import CycleKind
 from slurmsched.store.repository import GONE, SqlJobRepository
-from slurmsched.store.schema import DecisionRow, PredictionRow, Transition
+from slurmsched.store.schema import Cycle, DecisionRow, PredictionRow, Transition
 
 
 def finished(job_id: int, submit: float = 1_700_000_000.0, run: float = 600.0, **kw) -> JobRecord:
@@ -147,7 +149,7 @@ def test_cursor_and_pause_flag(repo: SqlJobRepository) -> None:
 
 
 def test_cycles_predictions_and_decisions(repo: SqlJobRepository) -> None:
-    first = repo.start_cycle(1000.0, dry_run=True)
+    first = repo.start_cycle(1000.0, CycleKind.DRY_RUN)
     preds = [Prediction(job_id=1, estimate_s=60, low_s=30, high_s=120, source="user+name history, 3 runs"),
              Prediction(job_id=2, estimate_s=600, low_s=300, high_s=900, source="model v1", model_version="v1")]
     rank = Decision(job_id=1, kind="rank", outcome="ok", reason="shortest", score=60.0, rank=1)
@@ -156,7 +158,7 @@ def test_cycles_predictions_and_decisions(repo: SqlJobRepository) -> None:
     repo.record_decisions(first, [rank, act])
     repo.finish_cycle(first, pending=2, running=0, actions=1, failed=0, timings={"predict": 0.1, "total": 0.25})
 
-    second = repo.start_cycle(1060.0, dry_run=False)
+    second = repo.start_cycle(1060.0, CycleKind.LIVE)
     changed = dataclasses.replace(preds[1], estimate_s=650)
     repo.record_predictions(second, [preds[0], changed])  # job 1 unchanged: not stored again
     repo.record_decisions(second, [rank, dataclasses.replace(act, outcome="ok")])
@@ -168,15 +170,28 @@ def test_cycles_predictions_and_decisions(repo: SqlJobRepository) -> None:
     assert repo.latest_prediction(3) is None
     assert repo.decisions_for(1) == [(1000.0, rank), (1000.0, act), (1060.0, dataclasses.replace(act, outcome="ok"))]
     cycles = repo.recent_cycles(limit=5)
-    assert [c.cycle_id for c in cycles] == [second, first]
-    assert cycles[1].dry_run is True and cycles[1].duration_s == pytest.approx(0.25)
+    assert [(c.cycle_id, c.kind) for c in cycles] == [(second, CycleKind.LIVE), (first, CycleKind.DRY_RUN)]
+    assert cycles[1].duration_s == pytest.approx(0.25)
     assert cycles[0].duration_s == pytest.approx(0.3) and cycles[0].timings == {"predict": 0.2, "apply": 0.1}
     with pytest.raises(StoreError):
         repo.finish_cycle(999_999, pending=0, running=0, actions=0, failed=0, timings={})
 
 
+def test_every_cycle_kind_round_trips_as_in_the_memory_repository(repo: SqlJobRepository) -> None:
+    memory = MemoryJobRepository()
+    for store in (repo, memory):
+        for at, kind in enumerate(CycleKind):
+            cycle = store.start_cycle(float(at), kind)
+            store.finish_cycle(cycle, pending=at, running=1, actions=2, failed=0, timings={"total": 0.5})
+    assert [c.kind for c in repo.recent_cycles()] == list(reversed(CycleKind))
+    assert repo.recent_cycles() == memory.recent_cycles()
+    with repo.engine.connect() as conn:  # dry_run, which kind supersedes, is kept in step
+        assert dict(conn.execute(select(Cycle.kind, Cycle.dry_run)).all()) == {
+            "live": False, "dry-run": True, "paused": False, "revert": False}
+
+
 def test_rolled_back_predictions_are_written_again(repo: SqlJobRepository) -> None:
-    cycle = repo.start_cycle(1.0, dry_run=False)
+    cycle = repo.start_cycle(1.0, CycleKind.LIVE)
     pred = Prediction(job_id=1, estimate_s=60, low_s=30, high_s=120, source="s")
     with pytest.raises(RuntimeError):
         with repo.transaction():

@@ -6,6 +6,7 @@ import pytest
 
 from slurmsched.model import ClusterSnapshot, Decision, JobRecord, JobState, Prediction
 from slurmsched.store.memory import MemoryJobRepository
+from slurmsched.store.protocol import CycleKind
 
 
 def finished(job_id: int, end: float, *, submit: float = 0.0, user: str = "u", cluster: str = "") -> JobRecord:
@@ -38,7 +39,7 @@ def test_a_failed_transaction_leaves_nothing_behind() -> None:
     repo.record_applied(7, "SetSiteFactor", "0", "100")
     with pytest.raises(RuntimeError):
         with repo.transaction():
-            cycle = repo.start_cycle(50.0, dry_run=False)
+            cycle = repo.start_cycle(50.0, CycleKind.LIVE)
             repo.ingest_finished([finished(1, 12.0), finished(2, 20.0)])
             repo.set_cursor("sacct", 20.0)
             repo.record_applied(7, "SetSiteFactor", "100", "200")
@@ -58,13 +59,13 @@ def test_a_failed_transaction_leaves_nothing_behind() -> None:
 def test_cycles_decisions_predictions_and_applied_changes() -> None:
     repo = MemoryJobRepository()
     with repo.transaction():
-        cycle = repo.start_cycle(100.0, dry_run=True)
+        cycle = repo.start_cycle(100.0, CycleKind.DRY_RUN)
         repo.record_predictions(cycle, [Prediction(5, 60.0, 30.0, 90.0, "rules")])
         repo.record_decisions(cycle, [Decision(5, "rank", "ranked", "short", score=1.0, rank=1)])
         repo.record_applied(5, "SetSiteFactor", None, "300")
         repo.record_applied(5, "SetSiteFactor", "300", "400")
         repo.finish_cycle(cycle, pending=1, running=0, actions=1, failed=0, timings={"plan": 0.5, "total": 1.0})
-    second = repo.start_cycle(160.0, dry_run=False)
+    second = repo.start_cycle(160.0, CycleKind.LIVE)
     repo.record_decisions(second, [Decision(5, "rank", "ranked", "short", score=1.0, rank=1),
                                    Decision(5, "SetSiteFactor", "ok", "why", "300", "400")])
     repo.finish_cycle(second, pending=1, running=0, actions=0, failed=0, timings={"plan": 0.25})
@@ -72,7 +73,8 @@ def test_cycles_decisions_predictions_and_applied_changes() -> None:
     assert repo.latest_prediction(5).source == "rules"
     assert [(c.original, c.current) for c in repo.applied_changes()] == [(None, "400")]
     cycles = repo.recent_cycles()
-    assert [(c.cycle_id, c.dry_run, c.duration_s) for c in cycles] == [(second, False, 0.25), (cycle, True, 1.0)]
+    assert [(c.cycle_id, c.kind, c.duration_s) for c in cycles] == [
+        (second, CycleKind.LIVE, 0.25), (cycle, CycleKind.DRY_RUN, 1.0)]
     repo.forget_applied(5, "SetSiteFactor")
     assert repo.applied_changes() == []
 

@@ -80,8 +80,8 @@ class _RulePredictor:
         """The predictions :meth:`prepare` made."""
         return list(prepared)  # type: ignore[arg-type]
 
-    def predict(self, jobs: Sequence[JobRecord]) -> list[Prediction]:
-        """One prediction per job, in order."""
+    def predict(self, jobs: Sequence[JobRecord], *, remember: bool = True) -> list[Prediction]:
+        """One prediction per job, in order (rules remember nothing either way)."""
         return self.prepare(jobs)  # type: ignore[return-value]
 
 

@@ -229,16 +229,19 @@ class SlurmschedPredictor:
 
     # --- predicting ------------------------------------------------------------------
 
-    def prepare(self, jobs: Sequence[JobRecord]) -> list[object]:
-        """Snapshot each job's experts and features from the statistics now."""
+    def prepare(self, jobs: Sequence[JobRecord], *, remember: bool = True) -> list[object]:
+        """Snapshot each job's experts and features from the statistics now; with
+        ``remember`` (a queued job) the snapshot is kept until the job finishes, to score
+        the experts and become a training row then."""
         out: list[object] = []
         cache: SnapshotCache = {}
         pending = self._pending
         for job in jobs:
             snapshot = self.state.snapshot(job, cache)
-            key = (job.job_id, job.submit_time)
-            pending[key] = snapshot
-            pending.move_to_end(key)
+            if remember:
+                key = (job.job_id, job.submit_time)
+                pending[key] = snapshot
+                pending.move_to_end(key)
             out.append(_Prepared(job.job_id, snapshot, limit_of(job)))
         while len(pending) > MAX_REMEMBERED:
             pending.popitem(last=False)
@@ -297,9 +300,10 @@ class SlurmschedPredictor:
             return "cold start: time limit"
         return "cold start: site median" if self.state.overall.count else "cold start: default 1 h"
 
-    def predict(self, jobs: Sequence[JobRecord]) -> list[Prediction]:
-        """One prediction per job, in order; never raises for odd or missing fields."""
-        return self.finish(self.prepare(jobs))
+    def predict(self, jobs: Sequence[JobRecord], *, remember: bool = True) -> list[Prediction]:
+        """One prediction per job, in order; never raises for odd or missing fields.
+        ``remember=False``: hypothetical jobs, forgotten at once (:meth:`prepare`)."""
+        return self.finish(self.prepare(jobs, remember=remember))
 
     # --- persistence -----------------------------------------------------------------
 

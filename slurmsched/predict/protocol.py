@@ -26,8 +26,13 @@ class Predictor(Protocol):
         """Fold newly finished jobs into the cheap per-user/per-name statistics (every cycle)."""
         ...
 
-    def predict(self, jobs: Sequence[JobRecord]) -> list[Prediction]:
-        """One prediction per job, in order; never raises for odd or missing fields."""
+    def predict(self, jobs: Sequence[JobRecord], *, remember: bool = True) -> list[Prediction]:
+        """One prediction per job, in order; never raises for odd or missing fields.
+
+        ``remember=False`` marks the jobs as hypothetical (the submit cache's probes: the
+        next job of a (user, job name)): a predictor that learns from the jobs it
+        predicted, when they finish, keeps no trace of these.
+        """
         ...
 
 

@@ -36,8 +36,9 @@ class OraclePredictor:
     def update(self, finished: Sequence[JobRecord]) -> None:
         """Nothing to learn: the truth is known."""
 
-    def predict(self, jobs: Sequence[JobRecord]) -> list[Prediction]:
-        """The true run time of each job (a job the oracle does not know gets the default estimate)."""
+    def predict(self, jobs: Sequence[JobRecord], *, remember: bool = True) -> list[Prediction]:
+        """The true run time of each job (a job the oracle does not know gets the default
+        estimate); the oracle remembers nothing either way."""
         predictions = []
         for job in jobs:
             known = self._durations.get(job.job_id)

@@ -1,4 +1,4 @@
-"""The submit cache file: exact format, atomic replacement, clean failures."""
+"""The submit cache file: exact format, atomic replacement, clean failures; what the daemon puts in it."""
 
 from __future__ import annotations
 
@@ -6,10 +6,17 @@ import os
 
 import pytest
 
-from slurmsched.config import PlannerSection
+from slurmsched.config import Config, PlannerSection
+from slurmsched.daemon import Daemon
 from slurmsched.errors import StoreError
-from slurmsched.model import SchedulerConfig
-from slurmsched.planner import SiteFactorScale
+from slurmsched.model import JobRecord, JobState, SchedulerConfig
+from slurmsched.planner import Planner, SiteFactorScale
+from slurmsched.policy import make_policy
+from slurmsched.predict.gbm import SlurmschedPredictor
+from slurmsched.sim.clock import SimClock
+from slurmsched.sim.cluster import ClusterSpec
+from slurmsched.sim.slurm import SimulatedSlurm
+from slurmsched.store.memory import MemoryJobRepository
 from slurmsched.submit_cache import (MAX_SERVICE_S, SubmitCache, SubmitEstimate, levels_for,
                                      read_submit_cache, render, write_submit_cache)
 
@@ -72,3 +79,52 @@ def test_missing_directory_and_bad_files_raise_store_error(tmp_path):
     (tmp_path / "bad").write_text("slurmsched-submit-cache 1\nwritten 1\nmax_age 5\nlevel x y\n")
     with pytest.raises(StoreError, match="line 4 is malformed"):
         read_submit_cache(tmp_path / "bad")
+
+
+class CountingPredictor(SlurmschedPredictor):
+    """slurmsched's predictor, counting the probes of each call that does not remember."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probed: list[set[tuple[str, str]]] = []
+
+    def predict(self, jobs, *, remember=True):
+        if not remember:
+            self.probed.append({(j.user, j.name) for j in jobs})
+        return super().predict(jobs, remember=remember)
+
+
+def _finished(job_id: int, user: str, name: str, end: float, run: float = 600.0) -> JobRecord:
+    return JobRecord(job_id=job_id, user=user, name=name, submit_time=end - run - 60, cluster="c",
+                     state=JobState.COMPLETED, start_time=end - run, end_time=end, gpus=1, cpus=1,
+                     time_limit_s=7200)
+
+
+def test_submit_estimates_predict_again_only_what_changed_and_remember_no_probe() -> None:
+    """A pair is predicted again when its user finished a job, every pair after a refit;
+    the probes (hypothetical jobs) leave no trace in the predictor."""
+    now = 1_700_100_000.0
+    config = Config()
+    clock = SimClock(now)
+    repository = MemoryJobRepository(cluster="c", track_live=False)
+    predictor = CountingPredictor()
+    daemon = Daemon(config, SimulatedSlurm(ClusterSpec.uniform(1, 4), SchedulerConfig(), clock), repository,
+                    predictor, make_policy("qssf"), Planner(config), clock=clock)
+    history = [_finished(1, "alice", "train", now - 3000), _finished(2, "alice", "eval", now - 2000, 60.0),
+               _finished(3, "bob", "train", now - 1000, 3000.0)]
+    repository.ingest_finished(history)
+    predictor.update(history)
+    first = {(e.user, e.name): e.estimate_s for e in daemon.submit_estimates(now)}
+    assert first == {("alice", "train"): 600, ("alice", "eval"): 60, ("bob", "train"): 3000}
+    assert predictor.probed == [set(first)] and not predictor._pending
+    assert daemon.submit_estimates(now + 300) == daemon.submit_estimates(now + 600)  # nothing new: no probe
+    assert len(predictor.probed) == 1
+    later = _finished(4, "bob", "train", now + 700, 1200.0)
+    repository.ingest_finished([later])
+    predictor.update([later])
+    again = {(e.user, e.name): e.estimate_s for e in daemon.submit_estimates(now + 900)}
+    assert predictor.probed[-1] == {("bob", "train")} and again[("bob", "train")] == 1200
+    assert again[("alice", "train")] == 600
+    predictor.version = "refitted"  # what a fit does: every pair again
+    daemon.submit_estimates(now + 1200)
+    assert predictor.probed[-1] == set(first)

@@ -23,6 +23,7 @@ every cycle and then applies nothing.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import signal
 import threading
@@ -43,7 +44,7 @@ from slurmsched.policy.qssf import QssfPolicy
 from slurmsched.predict.protocol import Predictor
 from slurmsched.predict.schedule import RefitSchedule
 from slurmsched.store.protocol import AppliedChange, CycleKind, JobRepository
-from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, write_submit_cache
+from slurmsched.submit_cache import CacheFile, CacheTarget, SubmitCache, SubmitEstimate, levels_for
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +73,13 @@ class Daemon:
         clock: wall clock; its ``stop`` event ends the loop gracefully. :meth:`run` and
             :meth:`stop` need a :class:`SystemClock`; the simulator, which only calls
             :meth:`cycle`, gives its own clock.
+        submit_cache: where the ``job_submit.lua`` cache goes: by default the file
+            ``daemon.submit_cache``; the simulator gives its model of the plugin.
     """
 
     def __init__(self, config: Config, gateway: SlurmGateway, repository: JobRepository,
                  predictor: Predictor, policy: Policy, planner: Planner,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, submit_cache: CacheTarget | None = None) -> None:
         self.config = config
         self.settings = config.daemon
         self.gateway = gateway
@@ -88,10 +91,12 @@ class Daemon:
         self._last_fit: float | None = None
         self._fitted_jobs: int | None = None
         self._history_jobs = 0
+        self.submit_cache = submit_cache or CacheFile(self.settings.submit_cache_path)
         self._cache_written: float | None = None
+        # (user, job name) -> its latest finished job, in end-time order
         self._recent: dict[tuple[str, str], JobRecord] = {}
         self._recent_until: float | None = None
-        self._estimates: dict[tuple[str, str], int] = {}  # the submit cache's last estimates
+        self._estimates: dict[tuple[str, str], SubmitEstimate] = {}  # the last estimate of each recent pair
         self._estimates_version: str | None = None
         self.engine = Engine(gateway, repository, self._start_predictor(predictor), policy, planner,
                              dry_run=self.settings.dry_run)
@@ -274,23 +279,22 @@ class Daemon:
         """
         if self.settings.submit_cache_entries == 0:
             return  # disabled: the file is not ours to write or remove
-        path = self.settings.submit_cache_path
+        target = self.submit_cache
         if not active or not self.policy.reorders:
-            if path.exists():
-                path.unlink(missing_ok=True)
-                log.info("removed submit cache %s: slurmsched is not changing priorities", path)
+            if target.remove():
+                log.info("removed submit cache %s: slurmsched is not changing priorities", target)
             self._cache_written = None
             return
         if (self._cache_written is not None and now - self._cache_written < self.settings.submit_cache_max_age_s / 3
-                and path.exists()):
+                and target.exists()):
             return
         scale = self.planner.scale(self.gateway.scheduler_config())
         weight = self.policy.args.cpu_gpu_weight if isinstance(self.policy, QssfPolicy) else 0.0
         estimates = self.submit_estimates(now)
-        write_submit_cache(path, SubmitCache(int(now), int(self.settings.submit_cache_max_age_s), weight,
-                                             levels_for(scale), tuple(estimates)))
+        target.write(SubmitCache(int(now), int(self.settings.submit_cache_max_age_s), weight, levels_for(scale),
+                                 tuple(estimates)))
         self._cache_written = now
-        log.info("wrote submit cache %s: %d (user, job name) estimates", path, len(estimates))
+        log.info("wrote submit cache %s: %d (user, job name) estimates", target, len(estimates))
 
     def submit_estimates(self, now: float) -> list[SubmitEstimate]:
         """Predicted run time of the next job of each recently active (user, job name).
@@ -301,32 +305,40 @@ class Daemon:
         only when its user finished a job since the last call or the model changed (a
         refit): a pair's estimate comes from its user's history, so it cannot have
         changed otherwise (but for a user without a single run, whose cold-start
-        estimate follows the site's). On a simulated site this kept the cache from
-        costing 27 times the rest of the daemon (5,000 CTC-SP2 jobs, 300-s rewrites).
+        estimate follows the site's). The pairs are kept in end-time order, so a call
+        costs the newly finished jobs, the expired pairs and one pass over the listed
+        ones: a simulated daemon rewrites the cache every 300 simulated seconds.
         """
         horizon = now - self.settings.submit_cache_lookback_days * 86400.0
         since = horizon if self._recent_until is None else max(horizon, self._recent_until)
         seen_until = self._recent_until
+        recent, estimates = self._recent, self._estimates
         changed: set[str] = set()
-        for job in self.repository.history(since=since):
-            self._recent[(job.user, job.name)] = job
+        for job in self.repository.history(since=since):  # oldest end first
+            key = (job.user, job.name)
+            recent.pop(key, None)
+            recent[key] = job  # to the end: the order stays by end time
             if seen_until is None or (job.end_time or 0.0) > seen_until:
                 changed.add(job.user)
             self._recent_until = max(self._recent_until or 0.0, job.end_time or 0.0)
-        self._recent = {k: j for k, j in self._recent.items() if (j.end_time or 0.0) >= horizon}
-        newest = sorted(self._recent.values(), key=lambda j: j.end_time or 0.0, reverse=True)
-        newest = newest[:self.settings.submit_cache_entries]
+        while recent:
+            key, job = next(iter(recent.items()))
+            if (job.end_time or 0.0) >= horizon:
+                break
+            del recent[key]
+            estimates.pop(key, None)
+        newest = list(itertools.islice(reversed(recent.items()), self.settings.submit_cache_entries))
         predictor = self.engine.predictor
-        known = self._estimates if predictor.version == self._estimates_version else {}
-        self._estimates = {(j.user, j.name): known[j.user, j.name] for j in newest
-                           if (j.user, j.name) in known and j.user not in changed}
-        self._estimates_version = predictor.version
-        probes = [replace(j, state=JobState.PENDING, submit_time=now, eligible_time=None, start_time=None,
+        if predictor.version != self._estimates_version:
+            estimates.clear()
+            self._estimates_version = predictor.version
+        probes = [replace(job, state=JobState.PENDING, submit_time=now, eligible_time=None, start_time=None,
                           end_time=None, exit_code=None, reason="", site_factor=None, priority=None)
-                  for j in newest if (j.user, j.name) not in self._estimates]
+                  for key, job in newest if job.user in changed or key not in estimates]
         for probe, prediction in zip(probes, predictor.predict(probes, remember=False) if probes else []):
-            self._estimates[probe.user, probe.name] = max(1, round(prediction.estimate_s))
-        return [SubmitEstimate(j.user, j.name, self._estimates[j.user, j.name]) for j in newest]
+            estimates[probe.user, probe.name] = SubmitEstimate(probe.user, probe.name,
+                                                               max(1, round(prediction.estimate_s)))
+        return [estimates[key] for key, _ in newest]
 
 
 def build_daemon(config: Config, *, clock: SystemClock | None = None) -> Daemon:

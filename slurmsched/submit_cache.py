@@ -27,7 +27,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Protocol
 
 from slurmsched.errors import StoreError
 from slurmsched.planner.scale import SiteFactorScale
@@ -102,14 +102,64 @@ def _safe(text: str) -> bool:
     return not any(c in text for c in "\t\r\n")
 
 
+def listed(cache: SubmitCache) -> list[SubmitEstimate]:
+    """The estimates the file holds: those whose user and name have no tab or line break."""
+    return [e for e in cache.estimates if _safe(e.user) and _safe(e.name)]
+
+
 def render(cache: SubmitCache) -> str:
     """The file content for ``cache`` (entries with a tab or line break are dropped)."""
     lines = [MAGIC, f"written {int(cache.written_at)}", f"max_age {int(cache.max_age_s)}",
              f"cpu_weight {cache.cpu_weight:g}"]
     lines += [f"level {int(bound)} {int(value)}" for bound, value in cache.levels]
-    lines += [f"job {max(1, int(e.estimate_s))}\t{e.user}\t{e.name}"
-              for e in cache.estimates if _safe(e.user) and _safe(e.name)]
+    lines += [f"job {max(1, int(e.estimate_s))}\t{e.user}\t{e.name}" for e in listed(cache)]
     return "\n".join(lines) + "\n"
+
+
+class CacheTarget(Protocol):
+    """Where the daemon keeps the cache: the file ``job_submit.lua`` reads
+    (:class:`CacheFile`), or the simulated plugin (:mod:`slurmsched.sim.submit_plugin`)."""
+
+    def exists(self) -> bool:
+        """Whether a cache is in place."""
+        ...
+
+    def write(self, cache: SubmitCache) -> None:
+        """Put ``cache`` in place (replacing the last one at once)."""
+        ...
+
+    def remove(self) -> bool:
+        """Take the cache away; ``True`` when there was one."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFile:
+    """The cache file at ``path`` (``daemon.submit_cache``)."""
+
+    path: Path
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def exists(self) -> bool:
+        """Whether the file exists (one ``stat``)."""
+        return self.path.exists()
+
+    def write(self, cache: SubmitCache) -> None:
+        """Replace the file atomically (:func:`write_submit_cache`).
+
+        Raises:
+            StoreError: the directory does not exist or is not writable.
+        """
+        write_submit_cache(self.path, cache)
+
+    def remove(self) -> bool:
+        """Delete the file; ``True`` when it existed."""
+        if not self.path.exists():
+            return False
+        self.path.unlink(missing_ok=True)
+        return True
 
 
 def write_submit_cache(path: str | os.PathLike[str], cache: SubmitCache) -> None:

@@ -244,13 +244,12 @@ def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, fl
         from slurmsched.planner import Planner
         from slurmsched.store.memory import MemoryJobRepository
 
-        # The daemon writes its job_submit.lua cache where the simulated plugin reads it,
-        # or none when the plugin is not modelled; it saves no model (a simulation never
-        # restarts; pickling the model at every refit cost a third of a run).
+        # The daemon keeps its job_submit.lua cache in the simulated plugin, or none when
+        # the plugin is not modelled; it saves no model (a simulation never restarts;
+        # pickling the model at every refit cost a third of a run).
         plugin = slurm.submit_plugin
-        daemon = dataclasses.replace(config.daemon, dry_run=False, save_model=False,
-                                     submit_cache=str(plugin.path) if plugin is not None else "",
-                                     submit_cache_entries=config.daemon.submit_cache_entries if plugin is not None else 0)
+        entries = config.daemon.submit_cache_entries if plugin is not None else 0
+        daemon = dataclasses.replace(config.daemon, dry_run=False, save_model=False, submit_cache_entries=entries)
         daemon_config = dataclasses.replace(config, daemon=daemon)
 
         predictor: Predictor
@@ -263,6 +262,6 @@ def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, fl
         repository = MemoryJobRepository(cluster=slurm.spec.name, track_live=False)
         return Daemon(daemon_config, slurm, repository, predictor,
                       make_policy(engine_policy, config.policy.args_for(engine_policy)),
-                      Planner(daemon_config), clock=clock)
+                      Planner(daemon_config), clock=clock, submit_cache=plugin)
 
     return build

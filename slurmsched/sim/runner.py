@@ -23,15 +23,12 @@ A pass of the scheduler follows every cycle whose actions changed the queue orde
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import logging
 import math
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Iterator, Protocol
+from typing import Callable, Protocol
 
 from tqdm import tqdm
 
@@ -42,7 +39,6 @@ from slurmsched.sim.job import SimJob
 from slurmsched.sim.slurm import DEFAULT_BF_MAX_JOB_TEST, SimulatedSlurm
 from slurmsched.sim.submit_plugin import SubmitPlugin
 from slurmsched.sim.workload import TraceJob
-from slurmsched.submit_cache import CACHE_FILE_NAME
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +75,8 @@ class SimSettings:
         bf_max_job_test: jobs the simulated scheduler tests per pass.
         progress: show a tqdm progress bar.
         submit_plugin: model ``job_submit.lua`` (:mod:`slurmsched.sim.submit_plugin`): the
-            daemon writes its submit cache to a temporary directory and the simulated
-            slurmctld values new jobs from it.
+            daemon keeps its submit cache in the simulated plugin, which values new jobs
+            from it.
     """
 
     interval_s: float = 60.0
@@ -108,16 +104,6 @@ class SimResult:
     engine_s: float
     rpcs: int
     wall_s: float
-
-
-@contextlib.contextmanager
-def _submit_plugin(modelled: bool) -> Iterator[SubmitPlugin | None]:
-    """A :class:`SubmitPlugin` over a cache file in a temporary directory (removed after), or ``None``."""
-    if not modelled:
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="slurmsched-sim-") as directory:
-        yield SubmitPlugin(Path(directory) / CACHE_FILE_NAME)
 
 
 def _to_sim_job(job: TraceJob, slurm: SimulatedSlurm) -> SimJob | None:
@@ -150,66 +136,66 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
         position: the progress bar's line (one per process when several run at once).
     """
     started_wall = time.perf_counter()
-    with _submit_plugin(settings.submit_plugin and engine_factory is not None) as plugin:
-        clock = SimClock(jobs[0].record.submit_time if jobs else 0.0)
-        slurm = SimulatedSlurm(spec, config, clock, bf_max_job_test=settings.bf_max_job_test, submit_plugin=plugin)
-        engine = engine_factory(slurm, clock) if engine_factory is not None else None
-        sim_jobs = [s for s in (_to_sim_job(j, slurm) for j in jobs) if s is not None]
-        dropped = len(jobs) - len(sim_jobs)
-        if dropped:  # counted in SimResult.dropped, which the report's first line and left_out show
-            log.info("%d jobs can never run on this cluster (too big for their partition) and were left out", dropped)
-        interval = settings.interval_s
-        completions: list[tuple[float, int, SimJob]] = []
-        outcomes: list[JobOutcome] = []
-        next_arrival = 0
-        due: float | None = None
-        last_cycle = -math.inf
-        cycles = 0
-        engine_s = 0.0
-        bar = tqdm(total=len(sim_jobs), desc=label or "simulating", unit=" jobs", disable=not settings.progress,
-                   mininterval=0.5, leave=False, position=position)
+    plugin = SubmitPlugin() if settings.submit_plugin and engine_factory is not None else None
+    clock = SimClock(jobs[0].record.submit_time if jobs else 0.0)
+    slurm = SimulatedSlurm(spec, config, clock, bf_max_job_test=settings.bf_max_job_test, submit_plugin=plugin)
+    engine = engine_factory(slurm, clock) if engine_factory is not None else None
+    sim_jobs = [s for s in (_to_sim_job(j, slurm) for j in jobs) if s is not None]
+    dropped = len(jobs) - len(sim_jobs)
+    if dropped:  # counted in SimResult.dropped, which the report's first line and left_out show
+        log.info("%d jobs can never run on this cluster (too big for their partition) and were left out", dropped)
+    interval = settings.interval_s
+    completions: list[tuple[float, int, SimJob]] = []
+    outcomes: list[JobOutcome] = []
+    next_arrival = 0
+    due: float | None = None
+    last_cycle = -math.inf
+    cycles = 0
+    engine_s = 0.0
+    bar = tqdm(total=len(sim_jobs), desc=label or "simulating", unit=" jobs", disable=not settings.progress,
+               mininterval=0.5, leave=False, position=position)
 
-        def started(batch: list[SimJob]) -> None:
-            for job in batch:
-                assert job.start is not None  # schedule() returns the jobs it started
-                heapq.heappush(completions, (job.start + job.duration, job.job_id, job))
+    def started(batch: list[SimJob]) -> None:
+        for job in batch:
+            assert job.start is not None  # schedule() returns the jobs it started
+            heapq.heappush(completions, (job.start + job.duration, job.job_id, job))
 
-        while next_arrival < len(sim_jobs) or completions or slurm.pending_count:
-            t_arrival = sim_jobs[next_arrival].submit if next_arrival < len(sim_jobs) else math.inf
-            t_event = min(t_arrival, completions[0][0] if completions else math.inf)
-            if engine is not None and (slurm.pending_count or (plugin is not None and next_arrival < len(sim_jobs))):
-                if due is not None:
-                    tick = due
-                else:
-                    tick = (math.ceil(t_event / interval) - 1) * interval if t_event < math.inf else -math.inf
-                if last_cycle < tick < t_event and tick >= clock.now():
-                    clock.advance_to(tick)
-                    began = time.perf_counter()
-                    engine.cycle(tick)
-                    engine_s += time.perf_counter() - began
-                    cycles += 1
-                    last_cycle, due = tick, None
-                    if slurm.take_reordered():
-                        started(slurm.schedule())
-                    continue
-            if t_event == math.inf:
-                raise RuntimeError(f"simulation stuck: {slurm.pending_count} jobs pending, none running, no arrivals")
-            clock.advance_to(t_event)
-            finished = 0
-            while completions and completions[0][0] == t_event:
-                job = heapq.heappop(completions)[2]
-                slurm.finish(job)
-                assert job.start is not None  # it ran
-                outcomes.append(JobOutcome(job.job_id, job.submit, job.start, t_event, job.units))
-                finished += 1
-            while next_arrival < len(sim_jobs) and sim_jobs[next_arrival].submit == t_event:
-                slurm.submit(sim_jobs[next_arrival])
-                next_arrival += 1
-            started(slurm.schedule())
-            if due is None or due < t_event:
-                due = math.ceil(t_event / interval) * interval
-            if finished:
-                bar.update(finished)
-        bar.close()
-        return SimResult(outcomes=tuple(outcomes), cluster_gpus=spec.total_gpus, dropped=dropped, cycles=cycles,
-                         engine_s=engine_s, rpcs=slurm.rpcs, wall_s=time.perf_counter() - started_wall)
+    while next_arrival < len(sim_jobs) or completions or slurm.pending_count:
+        t_arrival = sim_jobs[next_arrival].submit if next_arrival < len(sim_jobs) else math.inf
+        t_event = min(t_arrival, completions[0][0] if completions else math.inf)
+        if engine is not None and (slurm.pending_count or (plugin is not None and next_arrival < len(sim_jobs))):
+            if due is not None:
+                tick = due
+            else:
+                tick = (math.ceil(t_event / interval) - 1) * interval if t_event < math.inf else -math.inf
+            if last_cycle < tick < t_event and tick >= clock.now():
+                clock.advance_to(tick)
+                began = time.perf_counter()
+                engine.cycle(tick)
+                engine_s += time.perf_counter() - began
+                cycles += 1
+                last_cycle, due = tick, None
+                if slurm.take_reordered():
+                    started(slurm.schedule())
+                continue
+        if t_event == math.inf:
+            raise RuntimeError(f"simulation stuck: {slurm.pending_count} jobs pending, none running, no arrivals")
+        clock.advance_to(t_event)
+        finished = 0
+        while completions and completions[0][0] == t_event:
+            job = heapq.heappop(completions)[2]
+            slurm.finish(job)
+            assert job.start is not None  # it ran
+            outcomes.append(JobOutcome(job.job_id, job.submit, job.start, t_event, job.units))
+            finished += 1
+        while next_arrival < len(sim_jobs) and sim_jobs[next_arrival].submit == t_event:
+            slurm.submit(sim_jobs[next_arrival])
+            next_arrival += 1
+        started(slurm.schedule())
+        if due is None or due < t_event:
+            due = math.ceil(t_event / interval) * interval
+        if finished:
+            bar.update(finished)
+    bar.close()
+    return SimResult(outcomes=tuple(outcomes), cluster_gpus=spec.total_gpus, dropped=dropped, cycles=cycles,
+                     engine_s=engine_s, rpcs=slurm.rpcs, wall_s=time.perf_counter() - started_wall)

@@ -1,4 +1,4 @@
-"""job_submit.lua modelled in the simulator: the daemon's cache file, read as the script reads it."""
+"""job_submit.lua modelled in the simulator: the daemon's cache, read as the script reads the file."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from slurmsched.sim.runner import SimSettings, simulate
 from slurmsched.sim.slurm import SimulatedSlurm
 from slurmsched.sim.submit_plugin import SubmitPlugin
 from slurmsched.sim.workload import workload_from_records
-from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, submit_site_factor, write_submit_cache
+from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, submit_site_factor
 from slurmsched.workload import WorkloadSpec, generate_workload
 
 SCHEDULER = SchedulerConfig(weight_age=10000, weight_fairshare=10000, priority_max_age_s=86400)
@@ -38,12 +38,13 @@ def cache(*estimates: SubmitEstimate, written: int = WRITTEN) -> SubmitCache:
     return SubmitCache(written_at=written, max_age_s=900, cpu_weight=0.25, levels=LEVELS, estimates=estimates)
 
 
-def test_the_plugin_values_jobs_as_the_script_does(tmp_path: Path) -> None:
-    path = tmp_path / "slurmsched-submit.cache"
-    plugin = SubmitPlugin(path)
-    assert plugin.site_factor(record(1, "short"), 2, WRITTEN) is None  # no cache yet: left alone
-    first = cache(SubmitEstimate("alice", "short", 120), SubmitEstimate("alice", "long", 50000))
-    write_submit_cache(path, first)
+def test_the_plugin_values_jobs_as_the_script_does() -> None:
+    plugin = SubmitPlugin()
+    assert plugin.site_factor(record(1, "short"), 2, WRITTEN) is None and not plugin.exists()  # no cache yet
+    first = cache(SubmitEstimate("alice", "short", 120), SubmitEstimate("alice", "long", 50000),
+                  SubmitEstimate("alice", "tab\tname", 120))
+    plugin.write(first)
+    assert plugin.exists()
     short = plugin.site_factor(record(1, "short"), 2, WRITTEN + 10)
     assert short == submit_site_factor(first, 120, time_limit_s=None, gpus=2, cpus=2)
     capped = plugin.site_factor(record(2, "long", limit=600), 2, WRITTEN + 10)
@@ -52,19 +53,20 @@ def test_the_plugin_values_jobs_as_the_script_does(tmp_path: Path) -> None:
     assert plugin.site_factor(record(4, "unknown"), 2, WRITTEN + 10) is None
     assert plugin.site_factor(record(5, "short", user="bob"), 2, WRITTEN + 10) is None
     assert plugin.site_factor(record(6, "short"), 2, WRITTEN + 901) is None  # older than max_age: ignored
-    # a rewritten cache (a new "written" stamp) is read again
-    write_submit_cache(path, cache(SubmitEstimate("alice", "short", 50000), written=WRITTEN + 300))
-    assert plugin.site_factor(record(7, "short"), 2, WRITTEN + 310) < short
-    path.unlink()
-    assert plugin.site_factor(record(8, "short"), 2, WRITTEN + 310) is None
+    assert plugin.site_factor(record(7, "tab\tname"), 2, WRITTEN + 10) is None  # a name the file cannot hold
+    # a rewritten cache is read again
+    plugin.write(cache(SubmitEstimate("alice", "short", 50000), written=WRITTEN + 300))
+    assert plugin.site_factor(record(8, "short"), 2, WRITTEN + 310) < short
+    assert plugin.remove() and not plugin.remove()  # paused: the daemon takes it away
+    assert plugin.site_factor(record(9, "short"), 2, WRITTEN + 310) is None
 
 
-def test_the_simulated_slurmctld_queues_a_new_job_with_the_plugins_value(tmp_path: Path) -> None:
-    path = tmp_path / "slurmsched-submit.cache"
+def test_the_simulated_slurmctld_queues_a_new_job_with_the_plugins_value() -> None:
     values = cache(SubmitEstimate("alice", "short", 120))
-    write_submit_cache(path, values)
+    plugin = SubmitPlugin()
+    plugin.write(values)
     clock = SimClock(float(WRITTEN))
-    slurm = SimulatedSlurm(ClusterSpec.uniform(1, 4), SCHEDULER, clock, submit_plugin=SubmitPlugin(path))
+    slurm = SimulatedSlurm(ClusterSpec.uniform(1, 4), SCHEDULER, clock, submit_plugin=plugin)
     jobs = workload_from_records([JobRecord(job_id=i, user="alice", name=name, submit_time=WRITTEN, cluster="c",
                                             state=JobState.COMPLETED, start_time=WRITTEN, end_time=WRITTEN + 60,
                                             gpus=4) for i, name in ((1, "busy"), (2, "short"), (3, "other"))],

@@ -255,6 +255,8 @@ def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, fl
         predictor: Predictor
         if predictor_name == "oracle":
             predictor = OraclePredictor(durations)
+            if plugin is not None:
+                plugin.use_truth(durations)
         else:
             from slurmsched.predict.registry import make_predictor
 

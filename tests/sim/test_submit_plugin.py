@@ -61,6 +61,20 @@ def test_the_plugin_values_jobs_as_the_script_does() -> None:
     assert plugin.site_factor(record(9, "short"), 2, WRITTEN + 310) is None
 
 
+def test_beside_the_oracle_the_plugin_values_each_job_by_its_true_run_time() -> None:
+    """The cache's estimates are the previous jobs' run times; the sjf bound knows the new job's."""
+    plugin = SubmitPlugin()
+    plugin.use_truth({1: 120.0, 2: 50000.0})
+    assert plugin.site_factor(record(1, "short"), 2, WRITTEN) is None  # no cache written: the script does nothing
+    values = cache(SubmitEstimate("alice", "short", 50000))
+    plugin.write(values)
+    assert plugin.site_factor(record(1, "short"), 2, WRITTEN) == submit_site_factor(
+        values, 120, time_limit_s=None, gpus=2, cpus=2)
+    assert plugin.site_factor(record(2, "new"), 2, WRITTEN) == submit_site_factor(
+        values, 50000, time_limit_s=None, gpus=2, cpus=2)
+    assert plugin.site_factor(record(3, "short"), 2, WRITTEN) is None  # not in the workload
+
+
 def test_the_simulated_slurmctld_queues_a_new_job_with_the_plugins_value() -> None:
     values = cache(SubmitEstimate("alice", "short", 120))
     plugin = SubmitPlugin()

@@ -96,7 +96,9 @@ class Daemon:
         # (user, job name) -> its latest finished job, in end-time order
         self._recent: dict[tuple[str, str], JobRecord] = {}
         self._recent_until: float | None = None
-        self._estimates: dict[tuple[str, str], SubmitEstimate] = {}  # the last estimate of each recent pair
+        # each recent pair's last estimate, with its user's epoch then (one more per finished job)
+        self._estimates: dict[tuple[str, str], tuple[int, SubmitEstimate]] = {}
+        self._epochs: dict[str, int] = {}
         self._estimates_version: str | None = None
         self.engine = Engine(gateway, repository, self._start_predictor(predictor), policy, planner,
                              dry_run=self.settings.dry_run)
@@ -312,14 +314,13 @@ class Daemon:
         horizon = now - self.settings.submit_cache_lookback_days * 86400.0
         since = horizon if self._recent_until is None else max(horizon, self._recent_until)
         seen_until = self._recent_until
-        recent, estimates = self._recent, self._estimates
-        changed: set[str] = set()
+        recent, estimates, epochs = self._recent, self._estimates, self._epochs
         for job in self.repository.history(since=since):  # oldest end first
             key = (job.user, job.name)
             recent.pop(key, None)
             recent[key] = job  # to the end: the order stays by end time
             if seen_until is None or (job.end_time or 0.0) > seen_until:
-                changed.add(job.user)
+                epochs[job.user] = epochs.get(job.user, 0) + 1  # the user's estimates are out of date
             self._recent_until = max(self._recent_until or 0.0, job.end_time or 0.0)
         while recent:
             key, job = next(iter(recent.items()))
@@ -334,11 +335,12 @@ class Daemon:
             self._estimates_version = predictor.version
         probes = [replace(job, state=JobState.PENDING, submit_time=now, eligible_time=None, start_time=None,
                           end_time=None, exit_code=None, reason="", site_factor=None, priority=None)
-                  for key, job in newest if job.user in changed or key not in estimates]
+                  for key, job in newest if estimates.get(key, (None,))[0] != epochs.get(job.user)]
         for probe, prediction in zip(probes, predictor.predict(probes, remember=False) if probes else []):
-            estimates[probe.user, probe.name] = SubmitEstimate(probe.user, probe.name,
-                                                               max(1, round(prediction.estimate_s)))
-        return [estimates[key] for key, _ in newest]
+            estimates[probe.user, probe.name] = (epochs.get(probe.user, 0),
+                                                 SubmitEstimate(probe.user, probe.name,
+                                                                max(1, round(prediction.estimate_s))))
+        return [estimates[key][1] for key, _ in newest]
 
 
 def build_daemon(config: Config, *, clock: SystemClock | None = None) -> Daemon:

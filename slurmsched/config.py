@@ -71,8 +71,9 @@ class SlurmSection:
         backend: ``"cli"`` (JSON CLI, default), ``"pyslurm"`` or ``"auto"`` (pyslurm if importable).
         bin_dir: directory holding ``squeue``/``scontrol``...; empty means ``$PATH``.
         conf: path of ``slurm.conf`` passed as ``SLURM_CONF``; empty keeps the environment's.
-            A path that is set must name an existing file (checked at load: without it every
-            Slurm command would fail, and ``scontrol`` would hang until ``timeout_s``).
+            A path that is set must name an existing file (checked when a command first
+            needs Slurm, :func:`slurmsched.gateway.make_gateway`: without it every Slurm
+            command would fail, and ``scontrol`` would hang until ``timeout_s``).
         timeout_s: seconds before a Slurm command counts as unreachable.
 
     Keys in seconds (``..._s``) also take a duration with a unit (:func:`parse_seconds`).
@@ -82,6 +83,12 @@ class SlurmSection:
     bin_dir: str = ""
     conf: str = ""
     timeout_s: Seconds = 60.0
+
+    @property
+    def conf_dir(self) -> Path:
+        """The directory of the ``slurm.conf`` Slurm's commands read (``conf``, else
+        ``$SLURM_CONF``, else ``/etc/slurm``): where ``job_submit.lua`` lives."""
+        return Path(self.conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf").parent
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""

@@ -98,6 +98,15 @@ def submit_site_factor(cache: SubmitCache, estimate_s: float, *, time_limit_s: i
     return next((value for bound, value in cache.levels if service <= bound), None)
 
 
+def script_reads(conf_dir: Path, cache: Path) -> bool | None:
+    """Whether ``job_submit.lua`` beside ``slurm.conf`` (in ``conf_dir``) reads ``cache``:
+    ``None`` when no script is installed there, ``False`` when its ``CACHE_FILE_NAME``
+    is not (a link to) that file."""
+    if not (conf_dir / "job_submit.lua").is_file():
+        return None
+    return (conf_dir / CACHE_FILE_NAME).resolve() == cache.resolve()
+
+
 def _safe(text: str) -> bool:
     return not any(c in text for c in "\t\r\n")
 

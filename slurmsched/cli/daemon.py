@@ -14,7 +14,6 @@ import statistics
 import time
 from contextlib import closing
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import click
@@ -280,17 +279,13 @@ def config_group() -> None:
     """Inspect the configuration."""
 
 
-def _slurm_conf_dir(config: Config) -> Path:
-    return Path(config.slurm.conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf").parent
-
-
 @config_group.command("check")
 @click.pass_context
 def check(ctx: click.Context) -> None:
     """Validate the config, then check the database, Slurm, the wait bound and job_submit.lua (exit 1 on a failure)."""
     from slurmsched.gateway import make_gateway
     from slurmsched.planner import guaranteed_wait_bound
-    from slurmsched.submit_cache import CACHE_FILE_NAME
+    from slurmsched.submit_cache import CACHE_FILE_NAME, script_reads
 
     config = get_config(ctx)
     failures = 0
@@ -327,11 +322,12 @@ def check(ctx: click.Context) -> None:
     cache = config.daemon.submit_cache_path
     writable = os.access(cache.parent if cache.parent.exists() else cache.parent.parent, os.W_OK)
     line("ok" if writable else "FAIL", f"submit cache {cache}: directory {'writable' if writable else 'NOT writable'}")
-    conf_dir = _slurm_conf_dir(config)
+    conf_dir = config.slurm.conf_dir
     lua, link = conf_dir / "job_submit.lua", conf_dir / CACHE_FILE_NAME
-    if not lua.is_file():
+    reads = script_reads(conf_dir, cache)
+    if reads is None:
         line("warn", f"{lua} not installed: new jobs get their SiteFactor at the next cycle, not at submit")
-    elif link.resolve() != cache.resolve():
+    elif not reads:
         line("warn", f"{link} is not {cache}: job_submit.lua will not see the daemon's cache "
                      f"(ln -s {cache} {link})")
     else:

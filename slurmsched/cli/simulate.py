@@ -82,7 +82,8 @@ if TYPE_CHECKING:
 @click.option("--submit-plugin/--no-submit-plugin", default=None, envvar="SLURMSCHED_SIM_SUBMIT_PLUGIN",
               allow_from_autoenv=False, show_envvar=True,
               help="Model job_submit.lua: new jobs get their SiteFactor at submission from the daemon's "
-                   "submit cache (default sim.submit_plugin).")
+                   "submit cache (default sim.submit_plugin; with --nodes-from-slurm, on when the site's "
+                   "job_submit.lua reads the daemon's cache).")
 @click.option("--json", "as_json", is_flag=True,
               envvar="SLURMSCHED_SIMULATE_JSON", allow_from_autoenv=False, show_envvar=True,
               help="Print {\"jobs\": N, \"left_out\": {...}, \"policies\": {...}} only.")
@@ -128,6 +129,10 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
     live = None
     if nodes_from_slurm:  # before a long read: Slurm may be down
         live, config = _live_cluster(config)
+        if submit_plugin is None and not config.sim.submit_plugin and _site_runs_the_script(config):
+            config = config.with_overrides("sim", submit_plugin=True)
+            click.echo("job_submit.lua beside slurm.conf reads the daemon's submit cache: modelled "
+                       "(--no-submit-plugin leaves it out)", err=True)
     if trace is not None:
         assert fmt is not None  # checked above
         workload = load_trace(trace, fmt, limit=limit, progress=progress)
@@ -160,6 +165,13 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
             written = write_report(comparison, out)
         if not as_json:
             click.echo("wrote " + ", ".join(str(p) for p in written))
+
+
+def _site_runs_the_script(config: Config) -> bool:
+    """Whether slurmctld's ``job_submit.lua`` reads this daemon's cache (what ``config check`` checks)."""
+    from slurmsched.submit_cache import script_reads
+
+    return bool(script_reads(config.slurm.conf_dir, config.daemon.submit_cache_path))
 
 
 def _live_cluster(config: Config) -> tuple[ClusterSpec, Config]:

@@ -50,7 +50,7 @@ class DaemonEnv:
     def point_at_closed_slurm(self) -> None:
         """Rewrite the config file for a Slurm that does not answer (``timeout_s = 2``).
 
-        ``slurm.conf`` must exist (the config refuses a missing one), so this writes a
+        ``slurm.conf`` must exist (the gateway refuses a missing one), so this writes a
         copy of the cluster's with slurmctld's and slurmdbd's ports on a closed port.
         """
         closed = self.path.parent / "closed-slurm.conf"

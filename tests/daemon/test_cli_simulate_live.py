@@ -43,3 +43,20 @@ def test_history_replays_on_the_live_clusters_nodes(daemon_env, tmp_path) -> Non
         ("gpu", 1, 0.25), ("short", 3, 1.0)]
     assert (results["slurmctld"]["weight_age"], results["slurmctld"]["weight_partition"]) == (
         weights["Age"], weights["Partition"])
+
+
+def test_the_sites_job_submit_lua_is_modelled_when_it_reads_the_daemons_cache(daemon_env, lua_cache) -> None:
+    """up.sh installs job_submit.lua beside slurm.conf; a daemon whose cache is the file the
+    script reads gets the plugin modelled in its what-if (as config check finds it)."""
+    daemon_env.seed_history("train", [600.0, 620.0] * 10, gpus=4)
+    args = ("simulate", "--from-db", "--nodes-from-slurm", "--policy", "fifo,qssf", "--no-progress")
+    daemon_env.write(submit_cache=str(lua_cache))
+    modelled = daemon_env.cli(*args)
+    assert modelled.exit_code == 0, modelled.output
+    assert "job_submit.lua beside slurm.conf reads the daemon's submit cache: modelled" in modelled.output
+    assert re.search(r"^history.*; job_submit\.lua modelled$", modelled.output, re.M)
+    left_out = daemon_env.cli(*args, "--no-submit-plugin")
+    assert left_out.exit_code == 0 and "modelled" not in left_out.output
+    daemon_env.write()  # the daemon's cache elsewhere (its state directory): not the script's
+    elsewhere = daemon_env.cli(*args)
+    assert elsewhere.exit_code == 0 and "modelled" not in elsewhere.output

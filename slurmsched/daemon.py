@@ -96,8 +96,9 @@ class Daemon:
         # (user, job name) -> its latest finished job, in end-time order
         self._recent: dict[tuple[str, str], JobRecord] = {}
         self._recent_until: float | None = None
-        # each recent pair's last estimate, with its user's epoch then (one more per finished job)
-        self._estimates: dict[tuple[str, str], tuple[int, SubmitEstimate]] = {}
+        # each recent pair's last estimate: its user's epoch then (one more per finished job),
+        # when it was made, the estimate
+        self._estimates: dict[tuple[str, str], tuple[int, float, SubmitEstimate]] = {}
         self._epochs: dict[str, int] = {}
         self._estimates_version: str | None = None
         self.engine = Engine(gateway, repository, self._start_predictor(predictor), policy, planner,
@@ -299,17 +300,21 @@ class Daemon:
         log.info("wrote submit cache %s: %d (user, job name) estimates", target, len(estimates))
 
     def submit_estimates(self, now: float) -> list[SubmitEstimate]:
-        """Predicted run time of the next job of each recently active (user, job name).
+        """The run time the policy would count for the next job of each recently active
+        (user, job name): ``qssf``'s expected run time (:meth:`QssfPolicy.duration`, as
+        the daemon's cycles score jobs), else the predictor's estimate.
 
         Each pair is represented by its most recent finished job, re-submitted ``now``
         (a hypothetical job: the predictor does not remember it); the history is read
         incrementally (only what ended since the last call). A pair is predicted again
-        only when its user finished a job since the last call or the model changed (a
-        refit): a pair's estimate comes from its user's history, so it cannot have
-        changed otherwise (but for a user without a single run, whose cold-start
-        estimate follows the site's). The pairs are kept in end-time order, so a call
-        costs the newly finished jobs, the expired pairs and one pass over the listed
-        ones: a simulated daemon rewrites the cache every 300 simulated seconds.
+        when its user finished a job since the last call, when the model changed (a
+        refit), and otherwise once its estimate is ``submit_cache_max_age_s`` old: an
+        estimate follows its user's history, which those cover, but also the site's
+        (the expert records of users without their own, the site median), which the
+        age bounds, as it bounds the whole cache's. The pairs are kept in end-time
+        order, so a call costs the newly finished jobs, the expired pairs, the pairs
+        predicted again and one pass over the listed ones: a simulated daemon rewrites
+        the cache every 300 simulated seconds.
         """
         horizon = now - self.settings.submit_cache_lookback_days * 86400.0
         since = horizon if self._recent_until is None else max(horizon, self._recent_until)
@@ -333,14 +338,21 @@ class Daemon:
         if predictor.version != self._estimates_version:
             estimates.clear()
             self._estimates_version = predictor.version
+        oldest = now - self.settings.submit_cache_max_age_s
         probes = [replace(job, state=JobState.PENDING, submit_time=now, eligible_time=None, start_time=None,
                           end_time=None, exit_code=None, reason="", site_factor=None, priority=None)
-                  for key, job in newest if estimates.get(key, (None,))[0] != epochs.get(job.user)]
+                  for key, job in newest if not _current(estimates.get(key), epochs.get(job.user), oldest)]
+        policy = self.policy
         for probe, prediction in zip(probes, predictor.predict(probes, remember=False) if probes else []):
-            estimates[probe.user, probe.name] = (epochs.get(probe.user, 0),
-                                                 SubmitEstimate(probe.user, probe.name,
-                                                                max(1, round(prediction.estimate_s))))
-        return [estimates[key][1] for key, _ in newest]
+            seconds = policy.duration(probe, prediction) if isinstance(policy, QssfPolicy) else prediction.estimate_s
+            estimates[probe.user, probe.name] = (epochs.get(probe.user, 0), now,
+                                                 SubmitEstimate(probe.user, probe.name, max(1, round(seconds))))
+        return [estimates[key][2] for key, _ in newest]
+
+
+def _current(entry: tuple[int, float, SubmitEstimate] | None, epoch: int | None, oldest: float) -> bool:
+    """Whether a cached submit estimate may be listed again: made at the user's current epoch, since ``oldest``."""
+    return entry is not None and entry[0] == epoch and entry[1] > oldest
 
 
 def build_daemon(config: Config, *, clock: SystemClock | None = None) -> Daemon:

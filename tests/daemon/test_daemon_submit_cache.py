@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -100,9 +101,17 @@ def _finished(job_id: int, user: str, name: str, end: float, run: float = 600.0)
                      time_limit_s=7200)
 
 
+def _expected(daemon: Daemon, job: JobRecord, now: float) -> int:
+    """What the daemon's cycle would count for the job re-submitted now: qssf's expected run time."""
+    probe = dataclasses.replace(job, state=JobState.PENDING, submit_time=now, start_time=None, end_time=None)
+    (prediction,) = SlurmschedPredictor.predict(daemon.engine.predictor, [probe], remember=False)  # uncounted
+    return round(daemon.policy.duration(probe, prediction))
+
+
 def test_submit_estimates_predict_again_only_what_changed_and_remember_no_probe() -> None:
-    """A pair is predicted again when its user finished a job, every pair after a refit;
-    the probes (hypothetical jobs) leave no trace in the predictor."""
+    """A pair is predicted again when its user finished a job, every pair after a refit or
+    once its estimate is max_age old; the probes (hypothetical jobs) leave no trace in the
+    predictor, and the cache holds the run time qssf scores with (the expected one)."""
     now = 1_700_100_000.0
     config = Config()
     clock = SimClock(now)
@@ -115,16 +124,19 @@ def test_submit_estimates_predict_again_only_what_changed_and_remember_no_probe(
     repository.ingest_finished(history)
     predictor.update(history)
     first = {(e.user, e.name): e.estimate_s for e in daemon.submit_estimates(now)}
-    assert first == {("alice", "train"): 600, ("alice", "eval"): 60, ("bob", "train"): 3000}
+    assert first == {(j.user, j.name): _expected(daemon, j, now) for j in history}
+    assert first[("alice", "eval")] > 60  # the expected run time, not the 60 s point estimate
     assert predictor.probed == [set(first)] and not predictor._pending
     assert daemon.submit_estimates(now + 300) == daemon.submit_estimates(now + 600)  # nothing new: no probe
     assert len(predictor.probed) == 1
     later = _finished(4, "bob", "train", now + 700, 1200.0)
     repository.ingest_finished([later])
     predictor.update([later])
-    again = {(e.user, e.name): e.estimate_s for e in daemon.submit_estimates(now + 900)}
-    assert predictor.probed[-1] == {("bob", "train")} and again[("bob", "train")] == 1200
-    assert again[("alice", "train")] == 600
+    again = {(e.user, e.name): e.estimate_s for e in daemon.submit_estimates(now + 800)}
+    assert predictor.probed[-1] == {("bob", "train")} and again[("bob", "train")] == _expected(daemon, later, now)
+    assert again[("alice", "train")] == first[("alice", "train")]
+    daemon.submit_estimates(now + config.daemon.submit_cache_max_age_s + 1)  # the first ones are max_age old
+    assert predictor.probed[-1] == {("alice", "train"), ("alice", "eval")}
     predictor.version = "refitted"  # what a fit does: every pair again
-    daemon.submit_estimates(now + 1200)
+    daemon.submit_estimates(now + 1000)
     assert predictor.probed[-1] == set(first)

@@ -133,6 +133,9 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
             config = config.with_overrides("sim", submit_plugin=True)
             click.echo("job_submit.lua beside slurm.conf reads the daemon's submit cache: modelled "
                        "(--no-submit-plugin leaves it out)", err=True)
+    if config.sim.submit_plugin and config.daemon.submit_cache_entries == 0:
+        raise ConfigError("sim.submit_plugin models job_submit.lua reading the daemon's submit cache, but "
+                          "daemon.submit_cache_entries = 0 writes none: give --no-submit-plugin, or entries > 0")
     if trace is not None:
         assert fmt is not None  # checked above
         workload = load_trace(trace, fmt, limit=limit, progress=progress)
@@ -168,10 +171,12 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
 
 
 def _site_runs_the_script(config: Config) -> bool:
-    """Whether slurmctld's ``job_submit.lua`` reads this daemon's cache (what ``config check`` checks)."""
+    """Whether slurmctld's ``job_submit.lua`` reads this daemon's cache (what ``config check``
+    checks), and the daemon writes one (``submit_cache_entries`` above 0)."""
     from slurmsched.submit_cache import script_reads
 
-    return bool(script_reads(config.slurm.conf_dir, config.daemon.submit_cache_path))
+    return (config.daemon.submit_cache_entries > 0
+            and bool(script_reads(config.slurm.conf_dir, config.daemon.submit_cache_path)))
 
 
 def _live_cluster(config: Config) -> tuple[ClusterSpec, Config]:

@@ -22,8 +22,9 @@ so without SiteFactor jobs start first come, first served with EASY backfill. Th
 runs through :class:`~slurmsched.daemon.Daemon` exactly as on a site: the engine's
 cycle, the refit schedule, the model saved in the (in-memory) repository. Its
 predictor starts empty and learns only from jobs the simulation has finished.
-The ``job_submit.lua`` plugin is not modelled: a new job gets its SiteFactor at the next
-cycle, at most ``daemon.interval_s`` after it arrives.
+Unless ``job_submit.lua`` is modelled (``sim.submit_plugin``: the daemon keeps its cache
+in :class:`~slurmsched.sim.submit_plugin.SubmitPlugin`), a new job gets its SiteFactor at
+the next cycle, at most ``daemon.interval_s`` after it arrives.
 
 A policy with a daemon can also be run with other settings, side by side with its
 defaults: ``qssf:max_wait_h=48:halflife_h=6`` is ``qssf`` with those two arguments of

@@ -40,7 +40,7 @@ class SubmitPlugin:
         self._truth = durations
 
     def __str__(self) -> str:
-        return "the simulated job_submit.lua"
+        return "in the simulated job_submit.lua"
 
     # --- the daemon's side (CacheTarget) -------------------------------------------
 

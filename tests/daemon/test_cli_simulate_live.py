@@ -57,6 +57,9 @@ def test_the_sites_job_submit_lua_is_modelled_when_it_reads_the_daemons_cache(da
     assert re.search(r"^history.*; job_submit\.lua modelled$", modelled.output, re.M)
     left_out = daemon_env.cli(*args, "--no-submit-plugin")
     assert left_out.exit_code == 0 and "modelled" not in left_out.output
+    daemon_env.write(submit_cache=str(lua_cache), submit_cache_entries=0)  # a daemon that writes no cache
+    no_cache = daemon_env.cli(*args)
+    assert no_cache.exit_code == 0 and "modelled" not in no_cache.output
     daemon_env.write()  # the daemon's cache elsewhere (its state directory): not the script's
     elsewhere = daemon_env.cli(*args)
     assert elsewhere.exit_code == 0 and "modelled" not in elsewhere.output

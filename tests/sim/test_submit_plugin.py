@@ -153,3 +153,13 @@ def test_simulate_submit_plugin_is_named_in_the_table_and_results(tmp_path: Path
     assert result.exit_code == 0, result.output
     assert "job_submit.lua modelled" in result.output.splitlines()[0]
     assert json.loads((out / "results.json").read_text())["slurmctld"]["submit_plugin"] is True
+
+
+def test_the_plugin_needs_a_daemon_that_writes_a_cache(tmp_path: Path) -> None:
+    trace = tmp_path / "t.swf"
+    trace.write_text("".join(f"{i} {i * 100} 0 300 4 -1 -1 4 1200 -1 1 1 -1 -1 -1 -1 -1 -1\n" for i in range(1, 9)))
+    result = CliRunner().invoke(main, ["simulate", "--trace", str(trace), "--format", "swf", "--gpus", "8",
+                                       "--policy", "qssf", "--submit-plugin", "--no-progress"],
+                                env={"SLURMSCHED_DAEMON_SUBMIT_CACHE_ENTRIES": "0"})
+    assert result.exit_code == 2
+    assert "daemon.submit_cache_entries = 0 writes none" in result.output

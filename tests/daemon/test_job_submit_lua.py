@@ -28,9 +28,9 @@ def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, daemon_env
     names = {k: f"{busy.prefix}{k}" for k in ("short", "long", "cpu", "capped")}
     cache = SubmitCache(written_at=int(time.time()), max_age_s=600, cpu_weight=0.25,
                         levels=LEVELS,
-                        estimates=(SubmitEstimate(user, names["short"], 120),
+                        estimates=(SubmitEstimate(user, names["short"], 400),
                                    SubmitEstimate(user, names["long"], 50000),
-                                   SubmitEstimate(user, names["cpu"], 300),
+                                   SubmitEstimate(user, names["cpu"], 3000),
                                    SubmitEstimate(user, names["capped"], 50000)))
     write_submit_cache(lua_cache, cache)
     short = busy.submit("--gres=gpu:a100:2", "-t", "30", name="short")
@@ -41,13 +41,16 @@ def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, daemon_env
     factors = daemon_env.site_factors([short, long, cpu, capped, unknown])
     # the Lua script and the simulator's model of it (submit_site_factor) give the same values
     assert factors == {
-        short: submit_site_factor(cache, 120, time_limit_s=1800, gpus=2, cpus=1),
+        short: submit_site_factor(cache, 400, time_limit_s=1800, gpus=2, cpus=1),
         long: submit_site_factor(cache, 50000, time_limit_s=None, gpus=8, cpus=2),
-        cpu: submit_site_factor(cache, 300, time_limit_s=None, gpus=0, cpus=4),
+        cpu: submit_site_factor(cache, 3000, time_limit_s=None, gpus=0, cpus=4),
         capped: submit_site_factor(cache, 50000, time_limit_s=600, gpus=3, cpus=1),  # capped at the limit
         unknown: 0,
     }
     assert factors[capped] == submit_site_factor(cache, 600, time_limit_s=None, gpus=3, cpus=1)
+    # the values tell the counts apart: the script read 2 typed GPUs and 4 CPUs, not 1
+    assert factors[short] != submit_site_factor(cache, 400, time_limit_s=None, gpus=1, cpus=1)
+    assert factors[cpu] != submit_site_factor(cache, 3000, time_limit_s=None, gpus=0, cpus=1)
     assert factors[short] > factors[capped] > factors[long] > 0
     shown = slurm_cluster.run("scontrol", "show", "job", str(short)).stdout
     assert f"AdminComment=slurmsched:site_factor={factors[short]}" in shown

@@ -9,12 +9,18 @@ an ``scontrol update`` at all. Format (text, one record a line, version 1)::
     max_age <seconds: the Lua script ignores the file when it is older>
     cpu_weight <GPU-equivalents per CPU for jobs without GPUs>
     level <max predicted GPU-seconds> <SiteFactor>      (ascending bounds)
+    protect partition <name>    protect qos <name>      ([planner] protected_*)
+    default_partition <name>                            (with protected partitions)
     job <predicted seconds>\\t<user>\\t<job name>
 
 A job's service is ``min(prediction, time limit) x GPUs`` (CPU jobs: ``x CPUs x
 cpu_weight``); its SiteFactor is the value of the first ``level`` whose bound is at
 least that service. Users or names holding a tab or a line break are left out (the
-job simply gets its value from the daemon's next cycle). The file is replaced
+job simply gets its value from the daemon's next cycle). A job in a protected partition
+or with a protected QOS is left alone, as the daemon leaves it; so is one that names no
+QOS while some QOS is protected (its default QOS comes from its association, which the
+script does not see), and one that names no partition while the default partition is
+protected. The file is replaced
 atomically (write a temporary file beside it, fsync, rename), so slurmctld never
 reads a half-written cache.
 """
@@ -60,6 +66,9 @@ class SubmitCache:
         cpu_weight: GPU-equivalents per CPU for jobs that request no GPU.
         levels: ``(max service GPU-seconds, SiteFactor)`` pairs, bounds ascending.
         estimates: one predicted run time per (user, job name).
+        protected_partitions, protected_qos: ``[planner]``'s: jobs there are left alone.
+        default_partition: the partition of a job that names none (written when some
+            partition is protected).
     """
 
     written_at: int
@@ -67,6 +76,18 @@ class SubmitCache:
     cpu_weight: float
     levels: tuple[tuple[int, int], ...]
     estimates: tuple[SubmitEstimate, ...]
+    protected_partitions: tuple[str, ...] = ()
+    protected_qos: tuple[str, ...] = ()
+    default_partition: str = ""
+
+
+def protected(cache: SubmitCache, partition: str, qos: str) -> bool:
+    """Whether ``job_submit.lua`` leaves a job alone for its partition (a comma list; empty:
+    the default one) or QOS (empty: its association's default, unknown to the script)."""
+    if cache.protected_qos and (not qos or qos in cache.protected_qos):
+        return True
+    named = [p for p in partition.split(",") if p] or [cache.default_partition]
+    return bool(cache.protected_partitions) and any(p in cache.protected_partitions for p in named)
 
 
 def levels_for(scale: SiteFactorScale) -> tuple[tuple[int, int], ...]:
@@ -121,6 +142,10 @@ def render(cache: SubmitCache) -> str:
     lines = [MAGIC, f"written {int(cache.written_at)}", f"max_age {int(cache.max_age_s)}",
              f"cpu_weight {cache.cpu_weight:g}"]
     lines += [f"level {int(bound)} {int(value)}" for bound, value in cache.levels]
+    lines += [f"protect partition {name}" for name in cache.protected_partitions]
+    lines += [f"protect qos {name}" for name in cache.protected_qos]
+    if cache.protected_partitions and cache.default_partition:
+        lines.append(f"default_partition {cache.default_partition}")
     lines += [f"job {max(1, int(e.estimate_s))}\t{e.user}\t{e.name}" for e in listed(cache)]
     return "\n".join(lines) + "\n"
 
@@ -202,23 +227,29 @@ def _parse_lines(lines: Iterable[str], path: Path) -> SubmitCache:
     header: dict[str, str] = {}
     levels: list[tuple[int, int]] = []
     estimates: list[SubmitEstimate] = []
+    protect: dict[str, list[str]] = {"partition": [], "qos": []}
     for lineno, line in enumerate(it, start=2):
         key, _, rest = line.partition(" ")
         try:
             if key == "level":
                 bound, value = rest.split(" ")
                 levels.append((int(bound), int(value)))
+            elif key == "protect":
+                kind, name = rest.split(" ")
+                protect[kind].append(name)
             elif key == "job":
                 est, user, name = rest.split("\t", 2)
                 estimates.append(SubmitEstimate(user, name, int(est)))
             else:
                 header[key] = rest
-        except ValueError:
+        except (ValueError, KeyError):
             raise StoreError(f"submit cache {path} line {lineno} is malformed: {line[:80]!r}") from None
     try:
         return SubmitCache(written_at=int(header["written"]), max_age_s=int(header["max_age"]),
                            cpu_weight=float(header.get("cpu_weight", "0")), levels=tuple(levels),
-                           estimates=tuple(estimates))
+                           estimates=tuple(estimates), protected_partitions=tuple(protect["partition"]),
+                           protected_qos=tuple(protect["qos"]),
+                           default_partition=header.get("default_partition", ""))
     except (KeyError, ValueError):
         raise StoreError(f"submit cache {path} has no valid written/max_age header") from None
 

@@ -5,7 +5,10 @@ The slurmsched daemon writes a small cache file (see docs/admin-guide.md) that m
 "user<TAB>job name" to a predicted run time (names as accounting stores them: a '"'
 becomes '`'), plus the table that turns predicted GPU-seconds into a SiteFactor. This
 script looks the new job up, computes the same SiteFactor the daemon would set in its
-next cycle, and stamps AdminComment.
+next cycle, and stamps AdminComment. Jobs in the partitions and QOS the daemon protects
+(listed in the cache) are left alone, as the daemon leaves them; so is a job that names
+no QOS while some QOS is protected (its default QOS is its association's, not visible
+here), and one that names no partition while the default partition is protected.
 
 Cache location: "slurmsched-submit.cache" in this script's own directory (normally
 beside slurm.conf); make it a symlink to the daemon's file (daemon.submit_cache).
@@ -48,17 +51,22 @@ local function load_cache()
 		f:close()
 		return parsed
 	end
-	local c = { written = written, cpu_weight = 0, levels = {}, jobs = {} }
+	local c = { written = written, cpu_weight = 0, levels = {}, jobs = {},
+		protect = { partition = {}, qos = {} }, default_partition = nil }
 	for line in f:lines() do
 		local est, key = line:match("^job (%d+)\t(.*)$")
 		if est then
 			c.jobs[key] = tonumber(est)
 		else
 			local bound, value = line:match("^level (%d+) (%-?%d+)$")
+			local kind, name = line:match("^protect (%a+) (%S+)$")
 			if bound then
 				c.levels[#c.levels + 1] = { tonumber(bound), tonumber(value) }
+			elseif kind and c.protect[kind] then
+				c.protect[kind][name] = true
 			else
 				c.cpu_weight = tonumber(line:match("^cpu_weight (%S+)$")) or c.cpu_weight
+				c.default_partition = line:match("^default_partition (%S+)$") or c.default_partition
 			end
 		end
 	end
@@ -77,9 +85,25 @@ local function gpu_count(tres)
 	return n
 end
 
+-- whether `value` (a comma list; nil or "": the job names none, then `default`) hits `list`
+local function listed(list, value, default)
+	if next(list) == nil then return false end
+	if value == nil or value == "" then
+		return default == nil or list[default] == true
+	end
+	for name in value:gmatch("[^,]+") do
+		if list[name] then return true end
+	end
+	return false
+end
+
 local function site_factor(job_desc)
 	local c = load_cache()
 	if not c then return nil end
+	if listed(c.protect.partition, job_desc.partition, c.default_partition or "")
+		or listed(c.protect.qos, job_desc.qos, nil) then
+		return nil
+	end
 	-- accounting stores '"' in a job name as '`' (slurmdbd), and so does the cache
 	local name = (job_desc.name or ""):gsub('"', "`")
 	local est = c.jobs[(job_desc.user_name or "") .. "\t" .. name]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from slurmsched.model import JobRecord
-from slurmsched.submit_cache import SubmitCache, listed, submit_site_factor
+from slurmsched.submit_cache import SubmitCache, listed, protected, submit_site_factor
 
 
 class SubmitPlugin:
@@ -41,6 +41,11 @@ class SubmitPlugin:
 
     def __str__(self) -> str:
         return "in the simulated job_submit.lua"
+
+    @property
+    def cache(self) -> SubmitCache | None:
+        """The cache the daemon last wrote (``None``: none, or removed)."""
+        return self._cache
 
     # --- the daemon's side (CacheTarget) -------------------------------------------
 
@@ -63,7 +68,7 @@ class SubmitPlugin:
         """The SiteFactor the script gives ``job`` (asking for ``gpus``) submitted at ``now``;
         ``None`` leaves it untouched (no cache, a stale one, or a job it does not list)."""
         cache = self._cache
-        if cache is None or now - cache.written_at > cache.max_age_s:
+        if cache is None or now - cache.written_at > cache.max_age_s or protected(cache, job.partition, job.qos):
             return None
         estimate: float | None
         if self._truth is not None:

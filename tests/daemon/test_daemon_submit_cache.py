@@ -18,7 +18,8 @@ from slurmsched.sim.clock import SimClock
 from slurmsched.sim.cluster import ClusterSpec
 from slurmsched.sim.slurm import SimulatedSlurm
 from slurmsched.store.memory import MemoryJobRepository
-from slurmsched.submit_cache import (MAX_SERVICE_S, SubmitCache, SubmitEstimate, levels_for,
+from slurmsched.sim.submit_plugin import SubmitPlugin
+from slurmsched.submit_cache import (MAX_SERVICE_S, SubmitCache, SubmitEstimate, levels_for, protected,
                                      read_submit_cache, render, write_submit_cache)
 
 SCALE = SiteFactorScale.build(PlannerSection(), SchedulerConfig(weight_age=10000, weight_fairshare=10000))
@@ -140,3 +141,34 @@ def test_submit_estimates_predict_again_only_what_changed_and_remember_no_probe(
     predictor.version = "refitted"  # what a fit does: every pair again
     daemon.submit_estimates(now + 1000)
     assert predictor.probed[-1] == set(first)
+
+
+def test_protected_partitions_and_qos_travel_in_the_cache(tmp_path):
+    cache = _cache(levels=((100, 900), (MAX_SERVICE_S, 100)), protected_partitions=("debug", "urgent"),
+                   protected_qos=("admin",), default_partition="debug")
+    text = render(cache)
+    assert ("protect partition debug\nprotect partition urgent\nprotect qos admin\ndefault_partition debug\n"
+            in text)
+    write_submit_cache(tmp_path / "c", cache)
+    assert read_submit_cache(tmp_path / "c") == cache
+    # the script's rule (job_submit.lua; the live test checks it in slurmctld)
+    assert protected(cache, "urgent", "normal") and protected(cache, "gpu,debug", "normal")
+    assert protected(cache, "", "normal")  # no partition named: the default one, protected here
+    assert protected(cache, "gpu", "admin") and protected(cache, "gpu", "")  # no QOS named: unknown default
+    assert not protected(cache, "gpu", "normal")
+    assert not protected(_cache(), "", "")  # nothing protected
+
+
+def test_the_daemon_writes_the_planners_protections_and_the_default_partition() -> None:
+    """The cache the daemon writes (here into the simulated plugin) carries [planner]'s protections."""
+    now = 1_700_100_000.0
+    config = Config().with_overrides("planner", protected_partitions=("short",), protected_qos=("admin",))
+    clock = SimClock(now)
+    plugin = SubmitPlugin()
+    daemon = Daemon(config, SimulatedSlurm(ClusterSpec.uniform(1, 4), SchedulerConfig(), clock),
+                    MemoryJobRepository(cluster="c", track_live=False), SlurmschedPredictor(), make_policy("qssf"),
+                    Planner(config), clock=clock, submit_cache=plugin)
+    daemon.refresh_submit_cache(now, active=True)
+    default = next(p.name for p in daemon.gateway.partitions() if p.default)
+    assert plugin.cache is not None and (plugin.cache.protected_partitions, plugin.cache.protected_qos,
+                                         plugin.cache.default_partition) == (("short",), ("admin",), default)

@@ -15,7 +15,8 @@ import pytest
 from slurmsched.config import PlannerSection
 from slurmsched.model import SchedulerConfig
 from slurmsched.planner import SiteFactorScale
-from slurmsched.submit_cache import SubmitCache, SubmitEstimate, levels_for, submit_site_factor, write_submit_cache
+from slurmsched.submit_cache import (SubmitCache, SubmitEstimate, levels_for, read_submit_cache, submit_site_factor,
+                                     write_submit_cache)
 
 pytestmark = pytest.mark.slurm
 
@@ -72,3 +73,22 @@ def test_a_missing_or_bad_cache_leaves_jobs_untouched(slurm_cluster, daemon_env,
     job = busy.submit("--gres=gpu:1", name="job")       # accepted: sbatch would raise otherwise
     assert daemon_env.site_factors([job]) == {job: 0}
     assert "AdminComment=slurmsched" not in slurm_cluster.run("scontrol", "show", "job", str(job)).stdout
+
+
+def test_jobs_the_daemon_protects_are_left_alone(slurm_cluster, daemon_env, lua_cache, busy):
+    """Protected partitions and QOS travel in the cache; the script leaves their jobs alone
+    (a job naming no QOS too: its default QOS is not visible to the script)."""
+    user = daemon_env.user
+    names = {k: f"{busy.prefix}{k}" for k in ("short", "gpu", "qos")}
+    estimates = tuple(SubmitEstimate(user, name, 120) for name in names.values())
+    write_submit_cache(lua_cache, SubmitCache(int(time.time()), 600, 0.25, LEVELS, estimates,
+                                              protected_partitions=("short",), default_partition="gpu"))
+    in_short = busy.submit("-p", "short", "--gres=gpu:1", name="short")
+    in_gpu = busy.submit("--gres=gpu:1", name="gpu")  # the default partition, not protected
+    valued = submit_site_factor(read_submit_cache(lua_cache), 120, time_limit_s=None, gpus=1, cpus=1)
+    assert daemon_env.site_factors([in_short, in_gpu]) == {in_short: 0, in_gpu: valued}
+    write_submit_cache(lua_cache, SubmitCache(int(time.time()) + 1, 600, 0.25, LEVELS, estimates,
+                                              protected_qos=("normal",)))
+    named_qos = busy.submit("--qos=normal", "--gres=gpu:1", name="qos")
+    no_qos = busy.submit("--gres=gpu:1", name="gpu")
+    assert daemon_env.site_factors([named_qos, no_qos]) == {named_qos: 0, no_qos: 0}

@@ -318,13 +318,14 @@ class Daemon:
         (a hypothetical job: the predictor does not remember it); the history is read
         incrementally (only what ended since the last call). A pair is predicted again
         when its user finished a job since the last call, when the model changed (a
-        refit), and otherwise once its estimate is ``submit_cache_max_age_s`` old: an
-        estimate follows its user's history, which those cover, but also the site's
-        (the expert records of users without their own, the site median), which the
-        age bounds, as it bounds the whole cache's. The pairs are kept in end-time
-        order, so a call costs the newly finished jobs, the expired pairs, the pairs
-        predicted again and one pass over the listed ones: a simulated daemon rewrites
-        the cache every 300 simulated seconds.
+        refit), and otherwise once its estimate is ``refit_interval_s`` old: an estimate
+        follows its user's history, which those cover, but also the site's (the expert
+        records of users without their own, the site median), which moves slowly; the
+        model itself is refreshed on that cadence. (Every ``submit_cache_max_age_s``
+        cost a simulated daemon three times the rest of its work on CTC-SP2.) The pairs
+        are kept in end-time order, so a call costs the newly finished jobs, the
+        expired pairs, the pairs predicted again and one pass over the listed ones: a
+        simulated daemon rewrites the cache every 300 simulated seconds.
         """
         horizon = now - self.settings.submit_cache_lookback_days * 86400.0
         since = horizon if self._recent_until is None else max(horizon, self._recent_until)
@@ -348,7 +349,7 @@ class Daemon:
         if predictor.version != self._estimates_version:
             estimates.clear()
             self._estimates_version = predictor.version
-        oldest = now - self.settings.submit_cache_max_age_s
+        oldest = now - self.settings.refit_interval_s
         probes = [replace(job, state=JobState.PENDING, submit_time=now, eligible_time=None, start_time=None,
                           end_time=None, exit_code=None, reason="", site_factor=None, priority=None)
                   for key, job in newest if not _current(estimates.get(key), epochs.get(job.user), oldest)]

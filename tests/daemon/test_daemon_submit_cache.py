@@ -111,7 +111,7 @@ def _expected(daemon: Daemon, job: JobRecord, now: float) -> int:
 
 def test_submit_estimates_predict_again_only_what_changed_and_remember_no_probe() -> None:
     """A pair is predicted again when its user finished a job, every pair after a refit or
-    once its estimate is max_age old; the probes (hypothetical jobs) leave no trace in the
+    once its estimate is a refit interval old; the probes (hypothetical jobs) leave no trace in the
     predictor, and the cache holds the run time qssf scores with (the expected one)."""
     now = 1_700_100_000.0
     config = Config()
@@ -136,10 +136,10 @@ def test_submit_estimates_predict_again_only_what_changed_and_remember_no_probe(
     again = {(e.user, e.name): e.estimate_s for e in daemon.submit_estimates(now + 800)}
     assert predictor.probed[-1] == {("bob", "train")} and again[("bob", "train")] == _expected(daemon, later, now)
     assert again[("alice", "train")] == first[("alice", "train")]
-    daemon.submit_estimates(now + config.daemon.submit_cache_max_age_s + 1)  # the first ones are max_age old
+    daemon.submit_estimates(now + config.daemon.refit_interval_s + 1)  # the first ones are a refit interval old
     assert predictor.probed[-1] == {("alice", "train"), ("alice", "eval")}
     predictor.version = "refitted"  # what a fit does: every pair again
-    daemon.submit_estimates(now + 1000)
+    daemon.submit_estimates(now + config.daemon.refit_interval_s + 300)
     assert predictor.probed[-1] == set(first)
 
 

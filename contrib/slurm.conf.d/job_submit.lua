@@ -114,6 +114,11 @@ local function site_factor(job_desc)
 	local nodes = set(job_desc.min_nodes) and job_desc.min_nodes or 1
 	local gpus = gpu_count(job_desc.tres_per_job)
 	if gpus == 0 then gpus = gpu_count(job_desc.tres_per_node) * nodes end
+	if gpus == 0 then
+		-- --gpus-per-task: per task, times the tasks (-n; at least one per node)
+		local tasks = set(job_desc.num_tasks) and job_desc.num_tasks or nodes
+		gpus = gpu_count(job_desc.tres_per_task) * tasks
+	end
 	local service
 	if gpus > 0 then
 		service = est * gpus

@@ -26,20 +26,22 @@ LEVELS = levels_for(SiteFactorScale.build(PlannerSection(), SchedulerConfig(weig
 def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, daemon_env, lua_cache, busy):
     assert "JobSubmitPlugins=lua" in slurm_cluster.conf.read_text()
     user = daemon_env.user
-    names = {k: f"{busy.prefix}{k}" for k in ("short", "long", "cpu", "capped")}
+    names = {k: f"{busy.prefix}{k}" for k in ("short", "long", "cpu", "capped", "per-task")}
     cache = SubmitCache(written_at=int(time.time()), max_age_s=600, cpu_weight=0.25,
                         levels=LEVELS,
                         estimates=(SubmitEstimate(user, names["short"], 400),
                                    SubmitEstimate(user, names["long"], 50000),
                                    SubmitEstimate(user, names["cpu"], 3000),
-                                   SubmitEstimate(user, names["capped"], 50000)))
+                                   SubmitEstimate(user, names["capped"], 50000),
+                                   SubmitEstimate(user, names["per-task"], 400)))
     write_submit_cache(lua_cache, cache)
     short = busy.submit("--gres=gpu:a100:2", "-t", "30", name="short")
     long = busy.submit("-N", "2", "--gres=gpu:4", name="long")
     cpu = busy.submit("-c", "4", name="cpu")
     capped = busy.submit("--gpus=3", "-t", "10", name="capped")
     unknown = busy.submit("--gres=gpu:1", name="unknown")
-    factors = daemon_env.site_factors([short, long, cpu, capped, unknown])
+    per_task = busy.submit("-n", "2", "--gpus-per-task=1", name="per-task")
+    factors = daemon_env.site_factors([short, long, cpu, capped, unknown, per_task])
     # the Lua script and the simulator's model of it (submit_site_factor) give the same values
     assert factors == {
         short: submit_site_factor(cache, 400, time_limit_s=1800, gpus=2, cpus=1),
@@ -47,6 +49,7 @@ def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, daemon_env
         cpu: submit_site_factor(cache, 3000, time_limit_s=None, gpus=0, cpus=4),
         capped: submit_site_factor(cache, 50000, time_limit_s=600, gpus=3, cpus=1),  # capped at the limit
         unknown: 0,
+        per_task: submit_site_factor(cache, 400, time_limit_s=None, gpus=2, cpus=2),  # 1 GPU x 2 tasks
     }
     assert factors[capped] == submit_site_factor(cache, 600, time_limit_s=None, gpus=3, cpus=1)
     # the values tell the counts apart: the script read 2 typed GPUs and 4 CPUs, not 1

@@ -10,8 +10,8 @@ Environment variables: a key of a table within a section is
 ``SLURMSCHED_<SECTION>_<TABLE>_<KEY>`` (``SLURMSCHED_POLICY_QSSF_MAX_WAIT_H``); a list is
 comma-separated (``SLURMSCHED_PLANNER_PROTECTED_QOS=urgent,admin``), a list of lists
 ``;``-separated lists (``SLURMSCHED_CONSTRAINTS_GPU_EQUIVALENCE=a100,h100;l40s,a40``). A
-variable under a section's prefix that names none of its keys is refused, except the
-command line's own option twins (:data:`CLI_ENV_PREFIXES`).
+variable under a section's prefix that names none of its keys is refused (no option
+twin of the command line is named under one unless it is that key's variable).
 
 The file is found at ``--config``, else ``$SLURMSCHED_CONFIG``, else
 ``/etc/slurmsched/slurmsched.toml`` if it exists; otherwise defaults apply.
@@ -35,10 +35,6 @@ from slurmsched.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = Path("/etc/slurmsched/slurmsched.toml")
 ENV_PREFIX = "SLURMSCHED_"
-#: ``SLURMSCHED_*`` names under a section's prefix that are not config keys: click's
-#: automatic option twins of the ``db`` command group's subcommands
-#: (``SLURMSCHED_DB_UPGRADE_DB_URL``). ``tests/unit/test_config.py`` checks every twin.
-CLI_ENV_PREFIXES = (ENV_PREFIX + "DB_UPGRADE_", ENV_PREFIX + "DB_CURRENT_")
 
 _DURATION = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhdw]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -501,8 +497,7 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
 
     A key of a section's table (:meth:`PolicySection.tables`) goes into that table:
     ``SLURMSCHED_POLICY_QSSF_MAX_WAIT_H=48`` -> ``{"policy": {"qssf": {"max_wait_h": "48"}}}``.
-    Names outside every section's prefix, ``SLURMSCHED_CONFIG`` and the CLI's option twins
-    (:data:`CLI_ENV_PREFIXES`) are left alone.
+    Names outside every section's prefix and ``SLURMSCHED_CONFIG`` are left alone.
 
     Raises:
         ConfigError: a variable under a section's prefix names none of its keys; the
@@ -511,7 +506,7 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     layer: dict[str, dict[str, Any]] = {}
     sections = _sections()
     for name, value in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG" or name.startswith(CLI_ENV_PREFIXES):
+        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
             continue
         rest = name[len(ENV_PREFIX):].lower()
         section = next((s for s in sections if rest.startswith(s + "_")), None)

@@ -1,7 +1,9 @@
 """The ``slurmsched`` command line (click).
 
 Each command family lives in its own module and is registered here. Every option has
-an environment-variable twin (``SLURMSCHED_<OPTION>``); settings that the daemon also
+an environment-variable twin, named in its ``--help``: the config key's variable for an
+option that mirrors one (``--db``: ``SLURMSCHED_DB_URL``), else
+``SLURMSCHED_<COMMAND>_<OPTION>`` (``SLURMSCHED_HISTORY_IMPORT_BATCH_SIZE``); settings that the daemon also
 reads come from the TOML config (``--config`` / ``SLURMSCHED_CONFIG``).
 """
 
@@ -56,8 +58,10 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"auto_envvar_prefix": "SLURMSCHED", "help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="slurmsched")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              envvar="SLURMSCHED_CONFIG", help="TOML config file (default /etc/slurmsched/slurmsched.toml).")
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+              envvar="SLURMSCHED_CONFIG", allow_from_autoenv=False, show_envvar=True,
+              help="TOML config file (default /etc/slurmsched/slurmsched.toml).")
+@click.option("-v", "--verbose", count=True, envvar="SLURMSCHED_VERBOSE", show_envvar=True,
+              help="More log output (-vv for debug).")
 @click.pass_context
 def main(ctx: click.Context, config_path: str | None, verbose: int) -> None:
     """slurmsched: shorter GPU queues by nudging Slurm's own scheduler."""

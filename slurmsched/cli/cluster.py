@@ -66,7 +66,8 @@ def render_snapshot(snap: ClusterSnapshot) -> list[str]:
 
 
 @click.command("queue")
-@click.option("--json", "as_json", is_flag=True, help="Print the snapshot as JSON instead of tables.")
+@click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_QUEUE_JSON", allow_from_autoenv=False,
+              show_envvar=True, help="Print the snapshot as JSON instead of tables.")
 @click.pass_context
 def queue(ctx: click.Context, as_json: bool) -> None:
     """Show pending and running jobs (with SiteFactor) and nodes (with GPU use).

@@ -69,16 +69,19 @@ def _pause(config: Config, repo: JobRepository) -> bool:
 # --- run ---------------------------------------------------------------------------------
 
 @click.command("run")
-@click.option("--interval", type=Duration(), default=None, envvar="SLURMSCHED_DAEMON_INTERVAL_S", show_envvar=True,
+@click.option("--interval", type=Duration(), default=None, envvar="SLURMSCHED_DAEMON_INTERVAL_S",
+              allow_from_autoenv=False, show_envvar=True,
               help="Time between cycles (3600, 90s, 5m); default daemon.interval_s.")
 @click.option("--once", is_flag=True, envvar="SLURMSCHED_RUN_ONCE", show_envvar=True,
               help="Run one cycle and exit (status 2 if it failed).")
 @click.option("--dry-run/--no-dry-run", "dry_run", default=None, envvar="SLURMSCHED_DAEMON_DRY_RUN",
-              show_envvar=True,
+              allow_from_autoenv=False, show_envvar=True,
               help="Plan and record, send nothing to Slurm, leave the submit cache alone; default daemon.dry_run.")
-@click.option("--policy", default=None, envvar="SLURMSCHED_POLICY_NAME", show_envvar=True,
+@click.option("--policy", default=None, envvar="SLURMSCHED_POLICY_NAME", allow_from_autoenv=False,
+              show_envvar=True,
               help="Queue policy: qssf, qssf-noaging or fifo; default policy.name.")
-@click.option("--predictor", default=None, envvar="SLURMSCHED_DAEMON_PREDICTOR", show_envvar=True,
+@click.option("--predictor", default=None, envvar="SLURMSCHED_DAEMON_PREDICTOR", allow_from_autoenv=False,
+              show_envvar=True,
               help="Duration predictor; default daemon.predictor.")
 @click.pass_context
 def run(ctx: click.Context, interval: float | None, once: bool, dry_run: bool | None, policy: str | None,

@@ -26,17 +26,27 @@ def history() -> None:
 
 @history.command("import")
 @click.option("--trace", "trace", type=click.Path(dir_okay=False), default=None,
+              envvar="SLURMSCHED_HISTORY_IMPORT_TRACE", allow_from_autoenv=False, show_envvar=True,
               help="Public trace file to load (see --format); for itp also ARCHIVE:MEMBER.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Trace format.")
-@click.option("--from-sacct", is_flag=True, help="Backfill from Slurm accounting (sacct).")
-@click.option("--since", type=Moment(), default=None, help="With --from-sacct: jobs that ended since DATE (or 30d).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              envvar="SLURMSCHED_HISTORY_IMPORT_FORMAT", allow_from_autoenv=False, show_envvar=True,
+              help="Trace format.")
+@click.option("--from-sacct", is_flag=True, envvar="SLURMSCHED_HISTORY_IMPORT_FROM_SACCT",
+              allow_from_autoenv=False, show_envvar=True, help="Backfill from Slurm accounting (sacct).")
+@click.option("--since", type=Moment(), default=None, envvar="SLURMSCHED_HISTORY_IMPORT_SINCE",
+              allow_from_autoenv=False, show_envvar=True,
+              help="With --from-sacct: jobs that ended since DATE (or 30d).")
 @click.option("--window", "window_s", type=Duration(), default="1d", show_default=True,
+              envvar="SLURMSCHED_HISTORY_IMPORT_WINDOW", allow_from_autoenv=False, show_envvar=True,
               help="With --from-sacct: end-time span written per transaction.")
-@click.option("--cluster", default=None, help="Cluster name for trace jobs that carry none (default: file name).")
+@click.option("--cluster", default=None, envvar="SLURMSCHED_HISTORY_IMPORT_CLUSTER", allow_from_autoenv=False,
+              show_envvar=True, help="Cluster name for trace jobs that carry none (default: file name).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULT_BATCH, show_default=True,
+              envvar="SLURMSCHED_HISTORY_IMPORT_BATCH_SIZE", allow_from_autoenv=False, show_envvar=True,
               help="Trace rows per transaction.")
 @DB_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_HISTORY_IMPORT_JSON", allow_from_autoenv=False,
+              show_envvar=True, help="Print the result as one JSON object.")
 @click.pass_context
 def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: bool, since: float | None,
             window_s: float, cluster: str | None, batch_size: int, db_url: str | None, as_json: bool) -> None:
@@ -93,8 +103,10 @@ def _report_json(report: "ImportReport") -> dict[str, object]:
               allow_from_autoenv=False, show_envvar=True,
               help="The cluster to summarize (default: the only one in the history).")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              envvar="SLURMSCHED_HISTORY_STATS_TOP", allow_from_autoenv=False, show_envvar=True,
               help="Users and partitions to list (most jobs first).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object ({\"jobs\": N, ...}).")
+@click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_HISTORY_STATS_JSON", allow_from_autoenv=False,
+              show_envvar=True, help="Print one JSON object ({\"jobs\": N, ...}).")
 @click.pass_context
 def stats(ctx: click.Context, db_url: str | None, cluster_name: str | None, top: int, as_json: bool) -> None:
     """Per-user and per-partition counts, run-time percentiles, and how far time limits overshoot.

@@ -15,7 +15,8 @@ Works with every Slurm from 21.08 on (JSON output of both shapes, see
 ``finished_since(t)`` runs one ``sacct --json -X -D -a -S <t> -E now -s <terminal states>``
 (slurmdbd, not slurmctld; ~0.35 s).
 ``scheduler_config()`` runs ``scontrol show config``; ``partitions()`` runs
-``scontrol -a -o show partition`` (neither is part of a cycle).
+``scontrol -a -o show partition`` (not part of a cycle: the daemon calls them when it
+rewrites the submit cache).
 ``apply(actions)`` runs one ``scontrol update JobId=a,b,... SiteFactor=V`` per distinct
 value (at most :data:`SITE_FACTOR_BATCH` ids each; ~1.2 ms a job) and one ``scontrol
 update`` per constraint action (~6 ms each). See ``docs/slurm-cost.md`` for measured figures.

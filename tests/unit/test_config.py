@@ -9,7 +9,7 @@ import click
 import pytest
 
 from slurmsched.cli import main
-from slurmsched.config import Config, load_config, parse_seconds
+from slurmsched.config import Config, _env_layer, load_config, parse_seconds
 from slurmsched.errors import ConfigError
 from slurmsched.policy.qssf import QssfArgs
 from slurmsched.sim.policies import parse_policies
@@ -103,18 +103,30 @@ def test_misspelled_variable_is_refused_naming_it_and_the_keys(toml, variable, k
         load_config(toml(), environ={variable: "5"})
 
 
-def _option_twins() -> list[str]:
-    """The environment variable of every option of the command line (explicit or click's automatic one)."""
-    twins = []
+def _options() -> list[tuple[click.Option, str]]:
+    """Every option of the command line that takes a value, with its command's ``SLURMSCHED_<COMMAND>`` prefix."""
+    options = []
 
     def walk(command: click.Command, prefix: str) -> None:
-        twins.extend(p.envvar or f"{prefix}_{p.name.upper()}" for p in command.params
-                     if isinstance(p, click.Option) and p.name)
+        options.extend((p, prefix) for p in command.params if isinstance(p, click.Option) and p.expose_value)
         for name, sub in getattr(command, "commands", {}).items():
             walk(sub, f"{prefix}_{name.replace('-', '_').upper()}")
 
     walk(main, "SLURMSCHED")
-    return twins
+    return options
+
+
+def _option_twins() -> list[str]:
+    return [option.envvar for option, _ in _options()]
+
+
+@pytest.mark.parametrize(("option", "prefix"), _options(), ids=lambda v: getattr(v, "name", v))
+def test_every_option_has_the_twin_its_help_names(option, prefix):
+    """The admin guide's rule: a config key's variable, else SLURMSCHED_<COMMAND>_<OPTION>; no hidden alias."""
+    flag = max(option.opts, key=len).lstrip("-").replace("-", "_").upper()
+    assert isinstance(option.envvar, str) and option.show_envvar
+    assert option.envvar == f"{prefix}_{flag}" or _env_layer({option.envvar: "1"}), option.envvar
+    assert not option.allow_from_autoenv or option.envvar == f"{prefix}_{option.name.upper()}"
 
 
 @pytest.mark.parametrize("twin", _option_twins())

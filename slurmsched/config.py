@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
-from slurmsched.errors import ConfigError
+from slurmsched.errors import ConfigError, StoreError
 
 DEFAULT_CONFIG_PATH = Path("/etc/slurmsched/slurmsched.toml")
 ENV_PREFIX = "SLURMSCHED_"
@@ -57,6 +57,19 @@ def parse_seconds(text: str, *, bare: bool = True) -> float | None:
     if match is None or not (bare or match["unit"]):
         return None
     return float(match["n"]) * _UNIT_S[match["unit"]]
+
+
+def parse_length(text: str) -> float | None:
+    """What a key in seconds, and an option that mirrors one, read from text: a length
+    (:func:`parse_seconds`) or any number ``float()`` reads (``1e3``, ``-5``, ``inf``: the
+    key's own checks refuse what it cannot take); ``None`` for anything else."""
+    seconds = parse_seconds(text)
+    if seconds is None:
+        try:
+            seconds = float(text)
+        except ValueError:
+            return None
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -113,9 +126,15 @@ class DbSection:
     busy_timeout_s: Seconds = 10.0
 
     def validate(self, prefix: str) -> None:
-        """Raise :class:`ConfigError` naming the bad key."""
-        if self.url and not self.url.startswith(("sqlite:", "postgresql:", "postgresql+psycopg:")):
-            raise ConfigError(f"{prefix}.url must be a sqlite:/// or postgresql+psycopg:// URL (got {self.url!r})")
+        """Raise :class:`ConfigError` naming the bad key; ``url`` as ``--db`` is checked
+        (:func:`slurmsched.store.connect.parse_url`)."""
+        from slurmsched.store.connect import parse_url
+
+        if self.url:
+            try:
+                parse_url(self.url)
+            except StoreError as exc:
+                raise ConfigError(f"{prefix}.url: {exc}") from None
         if not 0 <= self.busy_timeout_s <= MAX_BUSY_TIMEOUT_S:
             raise ConfigError(f"{prefix}.busy_timeout_s must be >= 0 and <= {MAX_BUSY_TIMEOUT_S} "
                               f"(got {self.busy_timeout_s})")
@@ -172,8 +191,11 @@ class DaemonSection:
         if self.interval_s > threading.TIMEOUT_MAX:  # the loop's sleep could not wait that long
             raise ConfigError(f"{prefix}.interval_s must be at most {threading.TIMEOUT_MAX:.0f} s"
                               f" (got {self.interval_s:g})")
-        if not self.predictor:
-            raise ConfigError(f"{prefix}.predictor must name a predictor")
+        from slurmsched.predict.registry import check_predictor
+
+        check_predictor(self.predictor, f"{prefix}.predictor")
+        if not self.state_dir.strip():
+            raise ConfigError(f"{prefix}.state_dir must name a directory (it is empty)")
         for key in ("refit_interval_s", "submit_cache_max_age_s", "submit_cache_lookback_days"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{prefix}.{key} must be > 0 (got {getattr(self, key)})")
@@ -416,13 +438,10 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
     if typing.get_origin(hint) is Annotated:
         hint, *marks = typing.get_args(hint)
         if "duration" in marks and isinstance(value, str):
-            seconds = parse_seconds(value)
+            seconds = parse_length(value)
             if seconds is None:
-                try:
-                    seconds = float(value)
-                except ValueError:
-                    raise ConfigError(f"{key} must be a number of seconds or a duration such as 90s, 5m, 6h"
-                                      f" (got {value!r})") from None
+                raise ConfigError(f"{key} must be a number of seconds or a duration such as 90s, 5m, 6h"
+                                  f" (got {value!r})")
             value = seconds
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
@@ -441,11 +460,14 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             raise ConfigError(f"{key} must be a number (got {value!r})")
         try:
             number = hint(value)
+            finite = math.isfinite(number)
         except (TypeError, ValueError):
             raise ConfigError(f"{key} must be {'an integer' if hint is int else 'a number'} (got {value!r})") from None
+        except OverflowError:  # an integer beyond any float
+            raise ConfigError(f"{key} must be a finite number (got an integer of {len(str(value))} digits)") from None
         if hint is int and isinstance(value, float) and value != number:
             raise ConfigError(f"{key} must be an integer (got {value!r})")
-        if not math.isfinite(number):
+        if not finite:
             raise ConfigError(f"{key} must be a finite number (got {number})")
         return number
     if hint is str:
@@ -559,7 +581,7 @@ def load_config(path: str | os.PathLike[str] | None = None,
             raise ConfigError(f"config file {file} does not exist") from None
         except OSError as exc:
             raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except ValueError as exc:  # TOMLDecodeError, UnicodeDecodeError, an integer of over 4300 digits
             raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
     sections = _sections()
     unknown = sorted(set(raw) - set(sections))

@@ -324,7 +324,11 @@ def check(ctx: click.Context) -> None:
              f"wait bound: {'none' if bound.seconds is None else _hours(bound.seconds)}: {bound.explanation}")
     cache = config.daemon.submit_cache_path
     writable = os.access(cache.parent if cache.parent.exists() else cache.parent.parent, os.W_OK)
-    line("ok" if writable else "FAIL", f"submit cache {cache}: directory {'writable' if writable else 'NOT writable'}")
+    if cache.is_dir():
+        line("FAIL", f"submit cache {cache}: is a directory (daemon.submit_cache names the file)")
+    else:
+        line("ok" if writable else "FAIL",
+             f"submit cache {cache}: directory {'writable' if writable else 'NOT writable'}")
     conf_dir = config.slurm.conf_dir
     lua, link = conf_dir / "job_submit.lua", conf_dir / CACHE_FILE_NAME
     reads = script_reads(conf_dir, cache)

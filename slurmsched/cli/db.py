@@ -73,7 +73,10 @@ def current(ctx: click.Context, db_url: str | None) -> None:
     if revision == needed:
         click.echo(f"{revision} (head)")
         return
-    click.echo(f"{revision or migrate.EMPTY} (this slurmsched needs {needed}: run 'slurmsched db upgrade')")
+    if revision is not None and not migrate.is_known(revision):
+        click.echo(f"{revision} (newer than this slurmsched knows, which needs {needed}: upgrade slurmsched)")
+    else:
+        click.echo(f"{revision or migrate.EMPTY} (this slurmsched needs {needed}: run 'slurmsched db upgrade')")
     ctx.exit(1)
 
 

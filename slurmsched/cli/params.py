@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from datetime import datetime
 
 import click
 
-from slurmsched.config import parse_seconds
+from slurmsched.config import parse_length, parse_seconds
+
+#: Largest Slurm job id (``uint32_t``).
+MAX_JOB_ID = 2**32 - 1
 
 
 class Moment(click.ParamType):
@@ -21,30 +25,34 @@ class Moment(click.ParamType):
             return float(value)
         text = str(value).strip()
         ago = parse_seconds(text, bare=False)
-        if ago is not None:
-            return time.time() - ago
         try:
-            return datetime.fromisoformat(text).timestamp()
+            date = datetime.fromisoformat(text) if ago is None else None
         except ValueError:
             self.fail(f"{text!r} is not a date (YYYY-MM-DD[THH:MM[:SS]]) or an age like 7d, 12h", param, ctx)
+        try:
+            moment = date.timestamp() if date is not None else time.time() - (ago or 0.0)
+            datetime.fromtimestamp(moment)  # reports and the database show it as a date
+        except (OverflowError, OSError, ValueError):
+            self.fail(f"{text!r} is out of the range of dates this machine shows (years 1 to 9999)", param, ctx)
+        return moment
 
 
 class Duration(click.ParamType):
-    """A length of time: ``3600``, ``90m``, ``1d`` (:func:`slurmsched.config.parse_seconds`,
-    which config keys in seconds share)."""
+    """A positive length of time: ``3600``, ``90m``, ``1d``, ``1e3``, read as config keys in
+    seconds read it (:func:`slurmsched.config.parse_length`)."""
 
     name = "DURATION"
 
     def convert(self, value, param, ctx) -> float:  # noqa: ANN001 - click API
         text = str(value).strip()
-        seconds = parse_seconds(text)
-        if not seconds:
+        seconds = parse_length(text)
+        if seconds is None or not 0 < seconds < math.inf:
             self.fail(f"{text!r} is not a positive duration (e.g. 3600, 90m, 1d)", param, ctx)
         return seconds
 
 
 class JobId(click.ParamType):
-    """A Slurm job id: digits only (``12345``).
+    """A Slurm job id: digits only (``12345``), at most :data:`MAX_JOB_ID` (Slurm's are 32-bit).
 
     Python's ``int()`` would read ``9_1`` (an array task as ``squeue`` prints it) as 91,
     another job; an array task is refused with the id to give instead.
@@ -59,6 +67,6 @@ class JobId(click.ParamType):
         if re.fullmatch(r"\d+_\d+", text):
             self.fail(f"{text!r} is an array task: give its own job id (squeue -o %i shows the array's"
                       " form; squeue -o %A shows each task's job id)", param, ctx)
-        if not text.isascii() or not text.isdigit() or int(text) < 1:
-            self.fail(f"{text!r} is not a job id (a positive whole number)", param, ctx)
+        if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_JOB_ID:
+            self.fail(f"{text!r} is not a job id (a whole number from 1 to {MAX_JOB_ID})", param, ctx)
         return int(text)

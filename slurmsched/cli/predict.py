@@ -142,7 +142,7 @@ def _restore(repo, name: str) -> tuple["StagedPredictor", str]:  # noqa: ANN001 
               help="With --from-db: the cluster to evaluate on (default: the only one in the history).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               envvar="SLURMSCHED_PREDICT_EVALUATE_PLOT", allow_from_autoenv=False, show_envvar=True,
-              help="Write a PNG of the error distributions here.")
+              help="Write a PNG of the error distributions to this file (its name ends in .png).")
 @click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_PREDICT_EVALUATE_JSON", allow_from_autoenv=False,
               show_envvar=True, help='Print {"jobs": N, "predictors": {name: metrics}} instead of the table.')
 @click.pass_context
@@ -162,6 +162,9 @@ def evaluate_cmd(ctx: click.Context, trace: str | None, fmt: str | None, from_db
     if trace is not None and cluster_name is not None:
         raise click.UsageError("--cluster chooses jobs of --from-db (for the ITP archive: ARCHIVE:clusterNN.csv)")
     plot = output_file(plot_path, "--plot") if plot_path else None
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise click.BadParameter(f"{plot_path}: the plot is a PNG file, give a name ending in .png",
+                                 param_hint="'--plot'")
     jobs = _load_jobs(ctx, trace, fmt, db_url, cluster_name)
     if not any(observed_runtime(j) is not None for j in jobs):
         if trace is not None:

@@ -1,4 +1,7 @@
-"""Predictors by name: ``make_predictor("slurmsched")``."""
+"""Predictors by name: ``make_predictor("slurmsched")``.
+
+Light to import (the config's validation checks ``daemon.predictor`` here): scikit-learn
+is imported only when slurmsched's own predictor is made."""
 
 from __future__ import annotations
 
@@ -6,12 +9,18 @@ from typing import Callable
 
 from slurmsched.errors import ConfigError
 from slurmsched.predict.baselines import HeliosPredictor, Last2Predictor, UserLimitPredictor
-from slurmsched.predict.gbm import SlurmschedPredictor
 from slurmsched.predict.protocol import StagedPredictor
+
+
+def _slurmsched() -> StagedPredictor:
+    from slurmsched.predict.gbm import SlurmschedPredictor
+
+    return SlurmschedPredictor()
+
 
 #: Registry name -> factory of a fresh (unfitted) predictor.
 PREDICTORS: dict[str, Callable[[], StagedPredictor]] = {
-    "slurmsched": SlurmschedPredictor,
+    "slurmsched": _slurmsched,
     "helios": HeliosPredictor,
     "last2": Last2Predictor,
     "user_limit": UserLimitPredictor,

@@ -17,7 +17,21 @@ from typing import Sequence
 from slurmsched.errors import ConfigError
 from slurmsched.model import NodeRecord, PartitionRecord
 
+#: Most nodes, and most GPUs on one node, a simulated cluster may have (Fugaku has 158,976
+#: nodes): a bigger size is a typo or a broken trace, and its nodes would not fit in memory.
+MAX_NODES = 200_000
+MAX_NODE_GPUS = 2**31 - 1
+
 _HOST_RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<ranges>[^\]]+)\](?P<suffix>.*)$")
+
+
+def _check_size(what: str, nodes: int, gpus: int) -> None:
+    """Raise :class:`ConfigError` unless ``nodes`` nodes of ``gpus`` GPUs each is a size to simulate."""
+    if nodes <= 0 or gpus <= 0:
+        raise ConfigError(f"{what} must have a positive size (got {nodes} nodes x {gpus} GPUs)")
+    if nodes > MAX_NODES or gpus > MAX_NODE_GPUS:
+        raise ConfigError(f"{what} would have {nodes:,} nodes of {gpus:,} GPUs: more than the simulator models"
+                          f" (at most {MAX_NODES:,} nodes of at most {MAX_NODE_GPUS:,} GPUs)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +108,10 @@ class ClusterSpec:
         """``nodes`` identical nodes in one pool under one partition.
 
         Raises:
-            ConfigError: ``nodes`` or ``gpus_per_node`` is not positive.
+            ConfigError: ``nodes`` or ``gpus_per_node`` is not positive, or above
+                :data:`MAX_NODES` or :data:`MAX_NODE_GPUS`.
         """
-        if nodes <= 0 or gpus_per_node <= 0:
-            raise ConfigError(f"cluster size must be positive (got {nodes} nodes x {gpus_per_node} GPUs)")
+        _check_size("the simulated cluster", nodes, gpus_per_node)
         width = len(str(nodes))
         specs = tuple(NodeSpec(f"n{i:0{width}d}", gpus_per_node, gpu_type, "main") for i in range(1, nodes + 1))
         return cls(name=name, nodes=specs, partitions=(PartitionSpec(partition, "main"),))
@@ -107,14 +121,13 @@ class ClusterSpec:
         """One pool and one same-named partition per entry ``name -> (nodes, gpus_per_node)``.
 
         Raises:
-            ConfigError: no pools, or a pool of non-positive size.
+            ConfigError: no pools, or a pool of non-positive size or of too many nodes or GPUs.
         """
         if not sizes:
             raise ConfigError("a pooled cluster needs at least one pool")
         nodes: list[NodeSpec] = []
         for pool, (count, gpus) in sizes.items():
-            if count <= 0 or gpus <= 0:
-                raise ConfigError(f"pool {pool} must have a positive size (got {count} nodes x {gpus} GPUs)")
+            _check_size(f"pool {pool}", count, gpus)
             nodes += [NodeSpec(f"{pool}-{i:03d}", gpus, None, pool) for i in range(1, count + 1)]
         return cls(name=name, nodes=tuple(nodes), partitions=tuple(PartitionSpec(p, p) for p in sizes))
 

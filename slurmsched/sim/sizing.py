@@ -155,7 +155,11 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
     elif fmt == "helios" and path is not None and (pools := helios_pools(path)):
         spec, note = ClusterSpec.pools(pools), "Helios per-VC pool sizes"
     else:
-        spec, note = _by_load(workload, per_node, request.target_load)
+        try:
+            spec, note = _by_load(workload, per_node, request.target_load)
+        except ConfigError as exc:  # too big: say what asked for it
+            raise ConfigError(f"{exc}; sized from the workload, whose biggest job asks for {workload.max_units:,}"
+                              f" GPUs: {_too_small_advice(request, per_node, workload.max_units)}") from None
     largest = max(spec.partition_gpus(p) for p in spec.partitions)
     if workload.max_units > largest:
         raise ConfigError(f"the simulated cluster ({spec.describe()}; {note}) is smaller than the biggest job "

@@ -129,7 +129,8 @@ def _create_private_file(path: Path, state_dir: str | Path | None) -> None:
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         os.close(fd)
     except OSError as exc:
-        raise StoreError(f"cannot create database file {path}: {exc.strerror}") from None
+        doing = "open database file {} for writing" if path.exists() else "create database file {}"
+        raise StoreError(f"cannot {doing.format(path)}: {exc.strerror}") from None
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from tqdm import tqdm
 
-from slurmsched.errors import StoreError
+from slurmsched.errors import StoreError, TraceFormatError
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import JobRecord
 from slurmsched.store import DEFAULT_BATCH
@@ -100,6 +100,8 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
     Raises:
         StoreError: a batch could not be written; it was rolled back whole, the batches
             before it stay, and the message says how far the import got.
+        TraceFormatError: ``items`` failed part-way (a truncated file); the batches read
+            before stay, and the message says how many rows they held.
     """
     started = time.perf_counter()
     rows = new = batches = no_processors = 0
@@ -131,17 +133,22 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
             in_flight = (writer.submit(_write_batch, repo, batch, cluster), len(batch))
             batch = []
 
-        for item in items:
-            if isinstance(item, BadLine):
-                bad.append(item)
-            elif item.cpus <= 0 and item.gpus <= 0:
-                no_processors += 1
-            else:
-                batch.append(item)
-                if len(batch) >= batch_size:
-                    flush()
-            if progress is not None:
-                progress.update(1)
+        try:
+            for item in items:
+                if isinstance(item, BadLine):
+                    bad.append(item)
+                elif item.cpus <= 0 and item.gpus <= 0:
+                    no_processors += 1
+                else:
+                    batch.append(item)
+                    if len(batch) >= batch_size:
+                        flush()
+                if progress is not None:
+                    progress.update(1)
+        except TraceFormatError as exc:  # the file ends early: the batches sent so far stay
+            settle()
+            raise TraceFormatError(f"{exc} ({rows} rows in {batches} batches were imported before it; importing "
+                                   "the whole file again later adds only the rest)") from None
         if batch:
             flush()
         settle()

@@ -118,7 +118,12 @@ class SqlJobRepository:
             return migrate.current_revision(self.engine)
 
     def upgrade(self) -> None:
-        """Migrate the database to the revision this slurmsched needs."""
+        """Migrate the database to the revision this slurmsched needs.
+
+        Raises:
+            SchemaOutOfDate: the database was migrated by a newer slurmsched (nothing is changed).
+        """
+        self._refuse_newer(self.schema_revision())
         with store_errors(self.engine.url):
             migrate.upgrade(self.engine)
 
@@ -131,11 +136,16 @@ class SqlJobRepository:
         current, needed = self.schema_revision(), migrate.head_revision()
         if current == needed:
             return
-        if current is not None and not migrate.is_known(current):
-            raise SchemaOutOfDate(f"database schema is at {current}, newer than this slurmsched "
-                                  f"knows (it needs {needed}): upgrade slurmsched")
+        self._refuse_newer(current)
         raise SchemaOutOfDate(f"database schema is at {current or migrate.EMPTY}, this slurmsched "
                               f"needs {needed}: run 'slurmsched db upgrade'")
+
+    @staticmethod
+    def _refuse_newer(current: str | None) -> None:
+        """Raise :class:`SchemaOutOfDate` if ``current`` is a revision this slurmsched does not know."""
+        if current is not None and not migrate.is_known(current):
+            raise SchemaOutOfDate(f"database schema is at {current}, newer than this slurmsched "
+                                  f"knows (it needs {migrate.head_revision()}): upgrade slurmsched")
 
     # --- transactions -------------------------------------------------------------
 

@@ -18,6 +18,9 @@ from slurmsched.model import JobRecord
 
 #: Fixed epoch (2020-01-01T00:00:00Z) for traces whose times are relative and carry no origin.
 TRACE_EPOCH = 1_577_836_800.0
+#: Bound on a field's magnitude: beyond it a job id, size, time or memory is no job's, and
+#: no 64-bit SQL integer (SQLite's, PostgreSQL's ``bigint``) could store it.
+MAX_FIELD = 2.0 ** 63
 #: Start of the Helios Venus slice's window (2020-09-01T00:00:00Z); its submit times count from here.
 HELIOS_EPOCH = 1_598_918_400.0
 
@@ -90,13 +93,16 @@ def open_text(path: str | Path) -> IO[str]:
 
 
 def number(text: str, what: str) -> float:
-    """Parse a float field, raising :class:`RowError` naming the field."""
+    """Parse a float field, raising :class:`RowError` naming the field (also when its
+    magnitude reaches :data:`MAX_FIELD`)."""
     try:
         value = float(text)
     except (TypeError, ValueError):
         raise RowError(f"{what} is not a number ({text!r})") from None
     if value != value or value in (float("inf"), float("-inf")):
         raise RowError(f"{what} is not a finite number ({text!r})")
+    if abs(value) >= MAX_FIELD:
+        raise RowError(f"{what} is out of range ({text!r})")
     return value
 
 

@@ -99,6 +99,10 @@ def test_evaluate_usage_errors(tmp_path: Path) -> None:
                       "--plot", str(tmp_path / "no" / "plot.png"))
     assert nowhere.exit_code == 2 and "--plot" in nowhere.stderr and "no such directory" in nowhere.stderr
     assert "Traceback" not in nowhere.output
+    for name in ("plot.txt", "plot"):  # refused before the evaluation, not by matplotlib after it
+        other = _invoke("predict", "evaluate", "--trace", str(trace), "--format", "swf", "--plot", str(tmp_path / name))
+        assert other.exit_code == 2 and "the plot is a PNG file, give a name ending in .png" in other.output
+        assert not (tmp_path / name).exists() and not (tmp_path / f"{name}.png").exists()
 
 
 def test_evaluate_without_a_finished_job_is_an_error_like_the_others(tmp_path: Path) -> None:

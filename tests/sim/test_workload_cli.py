@@ -73,6 +73,12 @@ def test_cluster_size_from_options_header_pools_or_load(tmp_path: Path) -> None:
     assert offered_load(warmed, spec) == pytest.approx(4 * 400 * 50 / 4900 / 32)
     with pytest.raises(ConfigError, match="smaller than the biggest job"):
         size_cluster(workload, SizeRequest(0.5, 8, gpus=3), path=swf, fmt="swf")
+    with pytest.raises(ConfigError, match=r"would have 100,000,000 nodes of 8 GPUs: more than the simulator models"):
+        size_cluster(workload, SizeRequest(0.5, 8, nodes=100_000_000))  # refused before any node is built
+    giant = workload_from_records([record(1, 0.0, 400.0, gpus=2**62)], "g")
+    with pytest.raises(ConfigError, match=r"sized from the workload, whose biggest job asks for "
+                                          r"4,611,686,018,427,387,904 GPUs: size the cluster with --gpus or --nodes"):
+        size_cluster(giant, REQUEST)
     helios = tmp_path / "h.csv"
     helios.write_text("# per-VC pool sizes (nodes, 8 GPU/node): vcA=3, vcB=1\njob_id,user\n")
     assert helios_pools(helios) == {"vcA": (3, 8), "vcB": (1, 8)}

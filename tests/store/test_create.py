@@ -57,6 +57,13 @@ def test_config_check_reports_a_missing_database_without_creating_it(tmp_path: P
     assert not state.exists()
 
 
+def test_config_check_fails_a_submit_cache_that_is_a_directory(tmp_path: Path, cli) -> None:
+    config, _ = _config(tmp_path)
+    result = cli("--config", str(config), "config", "check", env={"SLURMSCHED_DAEMON_SUBMIT_CACHE": str(tmp_path)})
+    assert result.returncode == 1
+    assert f"FAIL submit cache {tmp_path}: is a directory (daemon.submit_cache names the file)" in result.stdout
+
+
 def test_simulate_from_a_mistyped_database_url_creates_nothing(tmp_path: Path, cli) -> None:
     config, _ = _config(tmp_path)
     missing = tmp_path / "none.db"

@@ -52,6 +52,9 @@ def test_unknown_newer_revision_is_refused(db_url: str) -> None:
             conn.execute(text("UPDATE alembic_version SET version_num = 'f00d'"))
         with pytest.raises(SchemaOutOfDate, match="database schema is at f00d, newer than this slurmsched"):
             repo.check_schema()
+        with pytest.raises(SchemaOutOfDate, match="database schema is at f00d, newer than this slurmsched"):
+            repo.upgrade()  # a downgrade is not an upgrade: nothing changes
+        assert repo.schema_revision() == "f00d"
     finally:
         repo.close()
 
@@ -140,3 +143,21 @@ def test_upgrade_from_0001_keeps_every_cycle_and_takes_its_kind_from_dry_run(db_
         assert [c.kind for c in repo.recent_cycles(1)] == [CycleKind.PAUSED]
     finally:
         repo.close()
+
+
+def test_db_commands_on_a_newer_schema_say_to_upgrade_slurmsched(db_url: str, cli) -> None:
+    assert cli("db", "upgrade", "--db", db_url).returncode == 0
+    repo = SqlJobRepository.from_url(db_url)
+    try:
+        with repo.engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = 'f00d'"))
+    finally:
+        repo.close()
+    current = cli("db", "current", "--db", db_url)
+    assert current.returncode == 1
+    assert current.stdout.strip() == (f"f00d (newer than this slurmsched knows, which needs {migrate.head_revision()}:"
+                                      " upgrade slurmsched)")
+    upgrade = cli("db", "upgrade", "--db", db_url)
+    assert upgrade.returncode == 2
+    assert "database schema is at f00d, newer than this slurmsched knows" in upgrade.stderr
+    assert "internal error" not in upgrade.stderr

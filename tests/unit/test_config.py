@@ -78,6 +78,27 @@ def test_seconds_beyond_what_they_feed_are_refused(toml, text, message):
         load_config(toml(text), environ={})
 
 
+@pytest.mark.parametrize(("text", "environ", "message"), [
+    ("[daemon]\ninterval_s = 1" + "0" * 400 + "\n", {},
+     r"daemon\.interval_s must be a finite number \(got an integer of 401"),
+    ("", {"SLURMSCHED_PLANNER_MAX_RPCS_PER_CYCLE": "1" + "0" * 400}, r"planner\.max_rpcs_per_cycle must be a finite"),
+    ("[daemon]\ninterval_s = 1" + "0" * 5000 + "\n", {}, r"is not valid TOML: Exceeds the limit"),
+    ("[daemon]\npredictor = \"nope\"\n", {}, r"daemon\.predictor must be one of slurmsched, helios, last2, user_limit"),
+    ("", {"SLURMSCHED_DAEMON_STATE_DIR": ""}, r"daemon\.state_dir must name a directory \(it is empty\)"),
+    ("", {"SLURMSCHED_DB_URL": "mysql://x/y"}, r"db\.url: unsupported database 'mysql'"),
+    ("", {"SLURMSCHED_DB_URL": "::"}, r"db\.url: not a database URL"),
+])
+def test_values_refused_at_load_name_their_key(toml, text, environ, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(toml(text), environ=environ)
+
+
+def test_db_url_takes_what_db_takes(toml):
+    """``[db] url`` and ``--db`` share one rule: a driver ``--db`` takes is taken here too."""
+    url = "sqlite+pysqlite:////tmp/x.db"
+    assert load_config(toml(), environ={"SLURMSCHED_DB_URL": url}).db.url == url
+
+
 def test_nested_table_keys_from_the_environment(toml):
     path = toml("[policy.qssf]\nhalflife_h = 6\n")
     with pytest.raises(ConfigError, match=r"policy\.qssf\.max_wait_h must be > 0 \(got -1\.0\)"):

@@ -94,6 +94,17 @@ def test_swf_corrupted_lines_reported_with_line_numbers(tmp_path: Path) -> None:
     assert [(j.job_id, j.cpus) for j in records(items)] == [(1, 4), (2, 4), (3, 4), (4, 4), (11, 0), (5, 4)]
 
 
+@pytest.mark.parametrize("field", [0, 4, 8])  # job number, processors, requested time
+def test_swf_field_beyond_64_bits_is_an_unreadable_line(tmp_path: Path, field: int) -> None:
+    huge = swf_line(2).split()
+    huge[field] = "1e20"
+    path = tmp_path / "t.swf"
+    path.write_text(SWF_HEADER + swf_line(1) + " ".join(huge) + "\n" + swf_line(3))
+    items = list(iter_trace(path, "swf"))
+    assert [j.job_id for j in records(items)] == [1, 3]
+    assert [b.reason.endswith("is out of range ('1e20')") for b in bad(items)] == [True]
+
+
 HELIOS = """# comment line
 job_id,user,tenant,class,submit_time,num_chips,chip_type,num_nodes,duration_s,walltime_limit_s,final_status
 10,alice,vcA,finetune,2000000,8,,1,120.0,120.0,COMPLETED

@@ -101,6 +101,7 @@ class Daemon:
         self._estimates: dict[tuple[str, str], tuple[int, float, SubmitEstimate]] = {}
         self._epochs: dict[str, int] = {}
         self._estimates_version: str | None = None
+        self._stop_now = False  # a second signal came while updates were being sent
         self.engine = Engine(gateway, repository, self._start_predictor(predictor), policy, planner,
                              dry_run=self.settings.dry_run)
 
@@ -153,6 +154,8 @@ class Daemon:
     def cycle(self, now: float) -> CycleReport:
         """One cycle at ``now``: :meth:`Engine.run_cycle`, a refit if due, then the submit cache."""
         report = self.engine.run_cycle(now)
+        if self._stop_now:
+            raise StopNow()
         self._history_jobs += report.finished
         if getattr(self.engine.predictor, "learns", True) and self.schedule.due(
                 self._history_jobs, self._fitted_jobs, now, self._last_fit):
@@ -181,6 +184,11 @@ class Daemon:
 
         def handler(signum: int, _frame: FrameType | None) -> None:
             if cast(SystemClock, self.clock).stop.is_set():
+                if self.engine.sending:  # stopping now would leave Slurm changes without a record
+                    log.warning("%s again: stopping once the updates being sent are recorded",
+                                signal.Signals(signum).name)
+                    self._stop_now = True
+                    return
                 raise StopNow()
             log.warning("%s: stopping after the current cycle (send it again to stop now)",
                         signal.Signals(signum).name)
@@ -397,6 +405,8 @@ class RevertReport:
         kinds: restored changes by action kind.
         forgotten: records dropped because their job is no longer pending.
         failures: one line per action Slurm refused.
+        left: one line per change left alone because its job holds another value now
+            (set by a user or an admin since, or never made), whose record was dropped.
     """
 
     reverted: int
@@ -404,6 +414,7 @@ class RevertReport:
     kinds: dict[str, int]
     forgotten: int
     failures: tuple[str, ...]
+    left: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,31 +424,55 @@ class RevertPlan:
     Attributes:
         actions: the ``scontrol update`` actions restoring pending jobs, in job order.
         gone: records of changed jobs that are no longer pending (dropped, nothing sent).
+        left: records of pending jobs that hold neither slurmsched's value nor the original
+            one, with the value they hold (dropped, nothing sent): a user or an admin
+            changed it since, which a revert must not undo.
+        unmade: records of pending jobs that hold the original value: an update recorded
+            although it failed, which Slurm never made (dropped, nothing sent).
     """
 
     actions: tuple[Action, ...]
     gone: tuple[AppliedChange, ...]
+    left: tuple[tuple[AppliedChange, str], ...] = ()
+    unmade: tuple[AppliedChange, ...] = ()
 
 
 def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange], planner: Planner) -> RevertPlan:
     """The actions that restore every pending job slurmsched changed, as of ``snapshot``.
 
-    Covers the ``changes`` the repository recorded and SiteFactor values that
-    ``job_submit.lua`` set at submit time but no cycle has adopted yet (a pending job
-    whose SiteFactor is one of the planner's level values and that slurmsched has no
-    record of). Pure: reads nothing, sends nothing.
+    Covers the ``changes`` the repository recorded whose job still holds slurmsched's
+    value where the queue shows it (:func:`~slurmsched.planner.changes.live_text`; a
+    value changed since is left alone), and SiteFactor values that ``job_submit.lua`` set
+    at submit time but no cycle has adopted yet (a pending job outside the protected
+    partitions and QOS, which the script leaves alone, whose SiteFactor is one of the
+    planner's level values and that slurmsched has no record of). Pure: reads nothing, sends nothing.
     """
     from slurmsched.planner import revert_action
+    from slurmsched.planner.changes import live_text
 
     pending = {j.job_id: j for j in snapshot.pending}
     recorded = {c.job_id for c in changes if c.kind == SetSiteFactor.__name__}
     scale = planner.scale(snapshot.config)
-    actions: list[Action] = [revert_action(c) for c in sorted(changes, key=lambda c: (c.job_id, c.kind))
-                             if c.job_id in pending]
+    actions: list[Action] = []
+    left: list[tuple[AppliedChange, str]] = []
+    unmade: list[AppliedChange] = []
+    for change in sorted(changes, key=lambda c: (c.job_id, c.kind)):
+        job = pending.get(change.job_id)
+        if job is None:
+            continue
+        live = live_text(job, change.kind)
+        if live is None or live == change.current:
+            actions.append(revert_action(change))
+        elif live == (change.original or ("0" if change.kind == SetSiteFactor.__name__ else "")):
+            unmade.append(change)
+        else:
+            left.append((change, live))
     actions += [SetSiteFactor(j.job_id, 0, j.site_factor, "revert: SiteFactor set at submit by job_submit.lua")
                 for j in pending.values()
-                if j.job_id not in recorded and j.site_factor and scale.level_of_value(j.site_factor) is not None]
-    return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in pending))
+                if j.job_id not in recorded and j.site_factor and not planner.protected(j)
+                and scale.level_of_value(j.site_factor) is not None]
+    return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in pending), tuple(left),
+                      tuple(unmade))
 
 
 def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planner,
@@ -460,12 +495,13 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planne
     jobs: set[int] = set()
     kinds: dict[str, int] = {}
     failures: dict[tuple[int, str], str] = {}
+    left: list[str] = []
     for _ in range(rounds):
         snapshot = gateway.snapshot()
         pending = {j.job_id for j in snapshot.pending}
         failures = {key: text for key, text in failures.items() if key[0] in pending}
         plan = plan_revert(snapshot, repository.applied_changes(), planner)
-        if not plan.actions and not plan.gone:
+        if not (plan.actions or plan.gone or plan.left or plan.unmade):
             break
         outcomes = gateway.apply(plan.actions) if plan.actions else []
         now = time.time()
@@ -473,6 +509,12 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planne
             for change in plan.gone:
                 repository.forget_applied(change.job_id, change.kind)
             forgotten += len(plan.gone)
+            for change in plan.unmade:
+                repository.forget_applied(change.job_id, change.kind)
+            for change, live in plan.left:
+                repository.forget_applied(change.job_id, change.kind)
+                left.append(f"job {change.job_id} {change.kind} is {live}, not slurmsched's {change.current}:"
+                            " changed since, left as it is")
             cycle_id = repository.start_cycle(now, CycleKind.REVERT)
             decisions = []
             for outcome in outcomes:
@@ -492,4 +534,4 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planne
             repository.finish_cycle(cycle_id, pending=len(pending), running=len(snapshot.running),
                                     actions=len(outcomes), failed=sum(not o.ok for o in outcomes),
                                     timings={"total": time.time() - now})
-    return RevertReport(reverted, len(jobs), kinds, forgotten, tuple(failures.values()))
+    return RevertReport(reverted, len(jobs), kinds, forgotten, tuple(failures.values()), tuple(left))

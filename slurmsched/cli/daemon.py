@@ -255,6 +255,9 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
             for action in plan.actions:
                 kind, current, restored = describe(action)
                 click.echo(f"job {action.job_id}: {kind} {current} -> {restored}  ({action.reason})")
+            for change, live in plan.left:
+                click.echo(f"job {change.job_id}: {change.kind} is {live}, not slurmsched's {change.current}:"
+                           " would be left as it is")
             click.echo(f"would restore {len(plan.actions)} changes on {len({a.job_id for a in plan.actions})} "
                        f"pending jobs" + (f"; would drop {len(plan.gone)} records of jobs no longer pending"
                                           if plan.gone else "") + ". Dry run: nothing sent, not paused.")
@@ -268,6 +271,8 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
     click.echo(f"reverted {report.reverted} changes on {report.jobs} pending jobs"
                + (f" ({', '.join(f'{n} {k}' for k, n in sorted(report.kinds.items()))})" if report.kinds else "")
                + (f"; {report.forgotten} records of jobs no longer pending dropped" if report.forgotten else ""))
+    for line in report.left:
+        click.echo(f"left alone: {line}")
     for line in report.failures:
         click.echo(f"failed: {line}", err=True)
     click.echo(f"slurmsched is paused: {PAUSED_HINT}")

@@ -104,7 +104,8 @@ class Engine:
         refit_interval_s: refit the predictor on the repository's whole history at the
             first cycle and then every so many seconds of ``now``; ``None``: never
             (the caller fits it).
-        refresh_s: every so many seconds of ``now`` a full pass re-reads slurmsched's
+        refresh_s: every so many seconds of ``now`` (and after a cycle that found
+            slurmsched paused, as ``revert`` leaves it) a full pass re-reads slurmsched's
             applied changes (``slurmsched revert`` or another tool may have changed
             them) and plans again the jobs whose record there changed. Predictions
             are renewed by refits, not by this pass: a pass that re-predicted every
@@ -148,6 +149,11 @@ class Engine:
         self._dirty_names: set[str] = set()
         self._pinned: set[int] = set()
         self._intents: dict[_Key, str] = {}
+        self._paused = False  # the last cycle found slurmsched paused
+        #: True from the moment a cycle starts sending updates to Slurm until their record
+        #: is committed: a caller that would cut the cycle short (a signal) waits for it to
+        #: clear, or Slurm would hold changes that ``revert`` has no record of.
+        self.sending = False
 
     # -- public ---------------------------------------------------------------------
 
@@ -177,7 +183,8 @@ class Engine:
                 self._last_fit is None or now - self._last_fit >= self.refit_interval_s):
             self.refit(now)
         first = self._full_at is None  # the first cycle, or the one after a failed cycle
-        full = self._full_at is None or not 0 <= now - self._full_at < self.refresh_s
+        # after a paused cycle too: ``revert`` (which pauses) may have restored jobs
+        full = self._full_at is None or not 0 <= now - self._full_at < self.refresh_s or self._paused
         moved: set[int] = set()
         if full:
             applied, known = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}, self._applied
@@ -209,6 +216,7 @@ class Engine:
                 lap("store")
                 outcomes: list[ActionOutcome] = []
                 if plan.actions and not (self.dry_run or paused):
+                    self.sending = True
                     outcomes = self.gateway.apply(plan.actions)
                 lap("apply")
                 decisions, mirror = self._record(cycle_id, changes, plan, outcomes, stale, now)
@@ -220,6 +228,9 @@ class Engine:
         except BaseException:
             self._full_at = None
             raise
+        finally:
+            self.sending = False
+        self._paused = paused
         self._after_commit(finished, cursor, mirror)
         lap("record")
         timings["total"] = timer() - began
@@ -354,8 +365,11 @@ class Engine:
         if outcomes:
             for outcome in outcomes:
                 decisions.append(self._decision(outcome.action, "ok" if outcome.ok else f"failed: {outcome.message}"))
-                if outcome.ok:
-                    mirror.append(self._remember(outcome.action))
+                # A failed update may still have been made (scontrol timed out, or slurmctld
+                # answered oddly after applying it): it is recorded all the same, so that
+                # ``revert`` restores it; a SiteFactor the job does not hold is settled by
+                # the next cycle's reading.
+                mirror.append(self._remember(outcome.action))
         elif plan.actions:
             status = "dry-run" if self.dry_run else "skipped: paused"
             for action in plan.actions:

@@ -9,7 +9,7 @@ stored change back into the action that restores the original.
 from __future__ import annotations
 
 from slurmsched.errors import StoreError
-from slurmsched.model import (Action, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
+from slurmsched.model import (Action, JobRecord, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
                               SetSwitches)
 from slurmsched.store.protocol import AppliedChange
 
@@ -31,6 +31,18 @@ def describe(action: Action) -> tuple[str, str, str]:
     if isinstance(action, SetExcludedNodes):
         return kind, action.previous, action.nodes
     return kind, action.previous, action.partition
+
+
+def live_text(job: JobRecord, kind: str) -> str | None:
+    """The job's value of ``kind`` now, as :func:`describe` writes it, where the queue shows
+    it exactly: SiteFactor (``sprio``; ``None`` for a job it does not list, one whose begin
+    time is still ahead) and Features. ``None`` for the other kinds, whose text in the queue
+    may differ from what was sent (a compressed host list, a reordered partition list)."""
+    if kind == SetSiteFactor.__name__:
+        return None if job.site_factor is None else str(job.site_factor)
+    if kind == SetFeatures.__name__:
+        return job.features
+    return None
 
 
 def revert_action(change: AppliedChange, reason: str = "revert: restore the value before slurmsched") -> Action:

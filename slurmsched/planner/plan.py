@@ -109,9 +109,11 @@ class Planner:
 
     def eligible(self, job: JobRecord) -> bool:
         """False for jobs slurmsched must not touch: protected partition or QOS, or held (priority 0)."""
-        if job.priority == 0 or job.qos in self._protected_qos:
-            return False
-        return not (self._protected_partitions and any(
+        return job.priority != 0 and not self.protected(job)
+
+    def protected(self, job: JobRecord) -> bool:
+        """True for a job in a protected partition or QOS (``[planner]``)."""
+        return job.qos in self._protected_qos or bool(self._protected_partitions and any(
             p in self._protected_partitions for p in job.partition.split(",")))
 
     def site_factor_step(self, job: JobRecord, score: float, reorders: bool, record: AppliedChange | None,
@@ -119,10 +121,17 @@ class Planner:
         """Decide one job's SiteFactor: ``(step, value, current)``.
 
         ``value`` is the value to send (SEND) or to record (ADOPT); ``current`` is the
-        job's SiteFactor now (from ``sprio``, else slurmsched's record, else 0).
+        job's SiteFactor now (from ``sprio``, else slurmsched's record). A job that
+        ``sprio`` does not list (its begin time is ahead) and that slurmsched never
+        changed is left alone (KEEP): its value is unknown, and a change would record a
+        wrong original for ``revert``; it is planned once ``sprio`` lists it.
         """
-        current = job.site_factor if job.site_factor is not None else (
-            int(record.current) if record is not None else 0)
+        if job.site_factor is not None:
+            current = job.site_factor
+        elif record is not None:
+            current = int(record.current)
+        else:
+            return Step.KEEP, 0, 0
         if not reorders:
             if record is None:
                 return Step.KEEP, current, current

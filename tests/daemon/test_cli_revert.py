@@ -86,3 +86,23 @@ def test_revert_with_slurm_unreachable_says_it_paused_and_restored_nothing(daemo
     assert "Run 'slurmsched revert' again once Slurm answers: it restores what is left" in result.stderr
     with daemon_env.repo() as repo:
         assert repo.is_paused() and [c.job_id for c in repo.applied_changes()] == [job]
+
+
+def test_revert_leaves_a_value_an_admin_set_since(daemon_env, busy):
+    daemon_env.seed_history("short", [60, 70, 50])
+    ours, theirs = (busy.submit("--gres=gpu:1", "-t", "120", name="short") for _ in range(2))
+    daemon_env.daemon().cycle(time.time())
+    set_by_us = daemon_env.site_factors([ours, theirs])
+    assert all(v > 0 for v in set_by_us.values()), set_by_us
+    busy.cluster.run("scontrol", "update", f"JobId={theirs}", "SiteFactor=31337")
+    preview = daemon_env.cli("revert", "--dry-run")
+    assert (f"job {theirs}: SetSiteFactor is 31337, not slurmsched's {set_by_us[theirs]}: would be left as it is"
+            in preview.stdout), preview.stdout
+    result = daemon_env.cli("revert")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("reverted 1 changes on 1 pending jobs (1 SetSiteFactor)")
+    assert (f"left alone: job {theirs} SetSiteFactor is 31337, not slurmsched's {set_by_us[theirs]}: changed since,"
+            " left as it is") in result.stdout
+    assert daemon_env.site_factors([ours, theirs]) == {ours: 0, theirs: 31337}
+    with daemon_env.repo() as repo:
+        assert repo.applied_changes() == []

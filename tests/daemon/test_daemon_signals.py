@@ -66,3 +66,23 @@ def test_sigterm_stops_a_running_daemon_process_promptly(daemon_env):
     assert proc.returncode == 0, err
     assert time.monotonic() - sent < 10           # not the 50 s interval
     assert "SIGTERM: stopping after the current cycle" in err and "stopped after 1 cycles" in err
+
+
+def test_second_signal_while_updates_are_sent_stops_once_they_are_recorded(daemon_env, busy):
+    """Stopping between sending an update and recording it would leave a change in Slurm
+    that revert knows nothing of."""
+    daemon_env.seed_history("short", [60, 70, 50])
+    job = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    daemon = daemon_env.daemon()
+    apply = daemon.engine.gateway.apply
+
+    def interrupted(actions):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)       # the second one, while the update is being sent
+        return apply(actions)
+
+    daemon.engine.gateway.apply = interrupted
+    assert daemon.run() == LoopResult(cycles=0, failed=0, interrupted=True)
+    assert daemon_env.site_factors([job])[job] > 0
+    with daemon_env.repo() as repo:
+        assert [c.job_id for c in repo.applied_changes()] == [job]

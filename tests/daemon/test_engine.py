@@ -15,7 +15,7 @@ import pytest
 from slurmsched.config import Config, PlannerSection
 from slurmsched.daemon import revert_all
 from slurmsched.engine import Engine
-from slurmsched.model import JobRecord, JobState, SchedulerConfig, SetSiteFactor
+from slurmsched.model import ActionOutcome, JobRecord, JobState, SchedulerConfig, SetSiteFactor
 from slurmsched.planner import Planner
 from slurmsched.planner.scale import GUARD_LEVEL
 from slurmsched.policy import PolicyContext, make_policy
@@ -38,10 +38,10 @@ POLICY_ARGS = {"max_wait_h": 12, "halflife_h": 2, "aging_step_h": 1,  # hourly t
 class World:
     """A simulated 16-GPU cluster held busy by one blocker job, plus the engine under test."""
 
-    def __init__(self, config: Config = Config(), policy: str = "qssf") -> None:
+    def __init__(self, config: Config = Config(), policy: str = "qssf", weights: SchedulerConfig = WEIGHTS) -> None:
         self.spec = ClusterSpec.uniform(2, 8)
         self.clock = SimClock(START)
-        self.slurm = SimulatedSlurm(self.spec, WEIGHTS, self.clock)
+        self.slurm = SimulatedSlurm(self.spec, weights, self.clock)
         self.repository = MemoryJobRepository(cluster="sim")
         self.predictor = UserLimitPredictor()
         self.predictor.fit([])
@@ -219,3 +219,44 @@ def test_a_job_keeps_the_backlog_wait_of_the_queue_it_arrived_in() -> None:
     world.submit(16, limit_h=48)
     world.cycle(1.5)  # more work queued behind it and an aging tick: its backlog wait stays as it was
     assert tracked[late.job_id].backlog_s == pytest.approx(sum(works) / 16)
+
+
+def test_a_failed_update_is_recorded_so_revert_restores_it_if_made() -> None:
+    """scontrol may time out (or slurmctld answer oddly) after making an update: slurmsched
+    keeps its record all the same; revert restores the update Slurm made and drops the
+    record of the one it never made."""
+    world = World()
+    made, refused = world.submit(1, limit_h=1), world.submit(2, limit_h=4)
+    apply = world.slurm.apply
+
+    def unconfirmed(actions):
+        outcomes = apply([a for a in actions if a.job_id == made.job_id])  # the other one is never made
+        return [dataclasses.replace(o, ok=False, message="scontrol did not answer within 20 s") for o in outcomes] + [
+            ActionOutcome(a, False, "Unexpected message received") for a in actions if a.job_id != made.job_id]
+
+    world.slurm.apply = unconfirmed
+    report = world.cycle(0.1)
+    assert {o.action.job_id for o in report.outcomes if not o.ok} == {made.job_id, refused.job_id}
+    assert site_factors(world)[made.job_id] > 0 and site_factors(world)[refused.job_id] == 0
+    assert {c.job_id for c in world.repository.applied_changes()} == {made.job_id, refused.job_id}
+    world.slurm.apply = apply
+    world.repository.set_paused(True)
+    revert = revert_all(world.slurm, world.repository, world.planner)
+    assert (revert.reverted, revert.left) == (1, ()) and world.repository.applied_changes() == []
+    assert set(site_factors(world).values()) == {0}
+
+
+def test_the_cycle_after_a_pause_rereads_what_revert_restored() -> None:
+    """A switch request is set once (the queue may not show it): after revert and resume
+    the engine must know the record is gone, or it never sets the request again."""
+    world = World(weights=dataclasses.replace(WEIGHTS, topology_plugin="topology/tree"))
+    job = world.submit(16, limit_h=1)                  # two nodes
+    first = world.cycle(0.1)
+    assert {type(a).__name__ for a in first.plan.actions} == {"SetSiteFactor", "SetSwitches"}
+    world.repository.set_paused(True)
+    assert revert_all(world.slurm, world.repository, world.planner).reverted == 2
+    world.cycle(0.2)                                   # paused
+    world.repository.set_paused(False)
+    again = world.cycle(0.3)                           # not a full pass by the clock (refresh_s is 1 h)
+    assert {(type(a).__name__, a.job_id) for a in again.plan.actions} == {("SetSiteFactor", job.job_id),
+                                                                          ("SetSwitches", job.job_id)}

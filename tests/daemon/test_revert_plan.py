@@ -1,0 +1,58 @@
+"""What ``revert`` restores: only values a job still holds from slurmsched (pure planning, no Slurm)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from slurmsched.config import Config, PlannerSection
+from slurmsched.daemon import plan_revert
+from slurmsched.model import ClusterSnapshot, JobRecord, JobState, SchedulerConfig, SetFeatures, SetSiteFactor
+from slurmsched.planner import Planner
+from slurmsched.planner.plan import Step
+from slurmsched.store.protocol import AppliedChange
+
+CONFIG = dataclasses.replace(Config(), planner=PlannerSection(protected_partitions=("urgent",)))
+PLANNER = Planner(CONFIG)
+WEIGHTS = SchedulerConfig(weight_age=1000)
+LEVEL = PLANNER.scale(WEIGHTS).value(3)  # a value job_submit.lua could have given
+
+
+def job(job_id: int, *, site_factor: int | None = 0, features: str = "", partition: str = "gpu") -> JobRecord:
+    return JobRecord(job_id=job_id, user="u", name="n", submit_time=0.0, state=JobState.PENDING, gpus=1,
+                     partition=partition, site_factor=site_factor, features=features)
+
+
+def snapshot(*jobs: JobRecord) -> ClusterSnapshot:
+    return ClusterSnapshot(100.0, "c", jobs, (), WEIGHTS)
+
+
+def test_only_values_the_job_still_holds_from_slurmsched_are_restored() -> None:
+    changes = [AppliedChange(1, "SetSiteFactor", "0", "400"),      # still slurmsched's value
+               AppliedChange(2, "SetSiteFactor", "0", "400"),      # an admin set 31337 since
+               AppliedChange(3, "SetSiteFactor", "0", "400"),      # the update failed: never made
+               AppliedChange(4, "SetSiteFactor", "0", "400"),      # sprio does not list it: the record counts
+               AppliedChange(5, "SetFeatures", "a100", "a100|v100"),  # the user asked for v100 since
+               AppliedChange(6, "SetFeatures", "a100", "a100|v100")]
+    plan = plan_revert(snapshot(job(1, site_factor=400), job(2, site_factor=31337), job(3, site_factor=0),
+                                job(4, site_factor=None), job(5, features="v100"), job(6, features="a100|v100")),
+                       changes, PLANNER)
+    assert [(type(a).__name__, a.job_id) for a in plan.actions] == [
+        ("SetSiteFactor", 1), ("SetSiteFactor", 4), ("SetFeatures", 6)]
+    assert [(c.job_id, live) for c, live in plan.left] == [(2, "31337"), (5, "v100")]
+    assert [c.job_id for c in plan.unmade] == [3]
+    assert plan.actions[2] == SetFeatures(6, "a100", "a100|v100", "revert: restore the value before slurmsched")
+
+
+def test_a_level_value_without_a_record_is_restored_only_where_job_submit_lua_acts() -> None:
+    """The script leaves protected partitions alone: a level value there is an admin's."""
+    plan = plan_revert(snapshot(job(7, site_factor=LEVEL), job(8, site_factor=LEVEL, partition="urgent")), [],
+                       PLANNER)
+    assert plan.actions == (SetSiteFactor(7, 0, LEVEL, "revert: SiteFactor set at submit by job_submit.lua"),)
+
+
+def test_a_job_sprio_does_not_list_is_left_alone_until_it_does() -> None:
+    """A job whose begin time is ahead: its SiteFactor is unknown, so it is neither changed
+    nor recorded (a record would keep 0 as the original and revert would lose an admin's value)."""
+    scale = PLANNER.scale(WEIGHTS)
+    assert PLANNER.site_factor_step(job(9, site_factor=None), 100.0, True, None, scale)[0] is Step.KEEP
+    assert PLANNER.site_factor_step(job(9, site_factor=5555), 100.0, True, None, scale)[0] is Step.SEND

@@ -267,4 +267,6 @@ def read_submit_cache(path: str | os.PathLike[str]) -> SubmitCache | None:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         raise StoreError(f"cannot read submit cache {target}: {exc}") from None
-    return _parse_lines(text.splitlines(), target)
+    # lines as job_submit.lua's f:lines() reads them, split at "\n" only (str.splitlines
+    # would also split at a form feed or U+2028, which a job name may hold)
+    return _parse_lines(text.removesuffix("\n").split("\n"), target)

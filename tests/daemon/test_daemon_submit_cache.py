@@ -61,6 +61,15 @@ def test_names_with_tabs_or_newlines_are_left_out(tmp_path):
     assert read_submit_cache(tmp_path / "c").estimates == (SubmitEstimate("c", "ok", 5),)
 
 
+def test_names_with_other_line_breaks_read_back_as_the_script_reads_them(tmp_path):
+    """job_submit.lua splits the file at "\n" only; so does the reader (status, config check)."""
+    odd = (SubmitEstimate("a", "ff\x0clevel x", 5), SubmitEstimate("b", "ls\u2028protect zzz", 5),
+           SubmitEstimate("c", "nl\x85x", 5))
+    cache = _cache(estimates=odd)
+    write_submit_cache(tmp_path / "c", cache)
+    assert read_submit_cache(tmp_path / "c").estimates == odd
+
+
 def test_replace_is_atomic_and_leaves_no_temporary_files(tmp_path):
     path = tmp_path / "c"
     write_submit_cache(path, _cache())

@@ -434,12 +434,17 @@ class SimulatedSlurm:
         first, nothing started ahead of it, the order did not change, and every job that
         ended had been counted as ending by then (it ran to its limit, as jobs of traces
         without limits do). Jobs backfilled since were taken out of it as they started.
+
+        Every job expected to end at the reservation's time is released in its state, not
+        only those needed for the head to fit, so that a backfilled job may use what the
+        others leave free then, whatever their job ids.
         """
         shadow = pool.shadow(head.partition.nodes_of, head.gpu_types, head.units)
         running = self._running
-        for expected_end, job_id in self._by_end[pool.name]:
+        ends = self._by_end[pool.name]
+        for at, (expected_end, job_id) in enumerate(ends):
             shadow.release(running[job_id].alloc)
-            if shadow.head_fits:
+            if shadow.head_fits and (at + 1 == len(ends) or ends[at + 1][0] != expected_end):
                 return _Reservation(head, max(expected_end, now), shadow)
         return _Reservation(head, math.inf, None)
 

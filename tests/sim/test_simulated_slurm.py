@@ -54,6 +54,18 @@ def test_easy_backfill_starts_short_jobs_but_never_delays_the_head() -> None:
     assert [j.job_id for j in slurm.snapshot().pending] == [4]
 
 
+def test_a_reservation_counts_every_job_that_ends_at_its_time() -> None:
+    for first, second in ((1, 2), (2, 1)):            # the verdict must not hang on job ids
+        slurm, clock = make(ClusterSpec.uniform(2, 2))
+        slurm.submit(job(slurm, first, 2, 100.0))     # a whole node
+        slurm.submit(job(slurm, second, 1, 100.0))    # half the other, ending at the same time
+        assert started(slurm) == sorted((first, second))
+        clock.advance_to(1001.0)
+        slurm.submit(job(slurm, 3, 3, 10.0, submit=1001.0))   # head: 3 of the 4 GPUs at t=1100
+        slurm.submit(job(slurm, 4, 1, 1000.0, submit=1001.0))  # the fourth GPU is free then too
+        assert started(slurm) == [4]
+
+
 def test_a_job_fitting_beside_the_reservation_backfills_even_if_long() -> None:
     slurm, _ = make(ClusterSpec.uniform(3, 4))
     slurm.submit(job(slurm, 1, 8, 100.0))             # two whole nodes

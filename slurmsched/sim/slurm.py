@@ -95,6 +95,8 @@ class _Pass:
         moved: pools where a job started ahead of the reservation (its kept
             reservation, if any, no longer holds).
         stale: the verdicts on older jobs may no longer hold; the next pass must be full.
+        truncated: the pass, or a later one that reused it, left a job of a pool with free
+            GPUs untested beyond ``bf_max_job_test`` jobs.
     """
 
     reservations: dict[str, _Reservation] = field(default_factory=dict)
@@ -104,6 +106,7 @@ class _Pass:
     starts: int = 0
     moved: set[str] = field(default_factory=set)
     stale: bool = False
+    truncated: bool = False
 
 
 def job_gpu_types(gpu_type: str | None, features: str) -> GpuTypes:
@@ -320,10 +323,9 @@ class SimulatedSlurm:
         When only submissions happened since the last pass (no job ended, no priority
         changed, no job's age factor reached its cap), the last pass's verdicts still
         hold for every older job: GPUs were only taken since, so none of them can start
-        now that could not before, and the reservations are unchanged. Unless a new job
-        sorts before a reservation's head, only the new jobs are then tested, against the
-        kept reservations; this gives the same starts as a full pass at a fraction of the
-        cost. The verdicts are not reused where they might not hold (see ``_Pass``).
+        now that could not before, and the reservations are unchanged. Only the new jobs
+        are then tested, against the kept reservations, where this gives the same starts
+        as a full pass (see :meth:`_reusable`), at a fraction of the cost.
 
         Returns:
             The jobs started by this pass (their ``start``/``alloc`` set).
@@ -336,18 +338,10 @@ class SimulatedSlurm:
         if aged:
             self._kept.clear()
         last = self._last_pass
-        if last is not None and not last.stale and not aged and arrived:
+        if last is not None and not aged and arrived:
             arrived.sort(key=lambda j: queue.sort_key(j, now))
-            heads = [queue.sort_key(r.head, now) for r in last.reservations.values()]
-            ahead = heads and queue.sort_key(arrived[0], now) < min(heads)
-            if not ahead and not any(self._unsettled(last, job) for job in arrived):
-                started = []
-                for job in arrived:
-                    if queue.rank(job, now) < self._depth and self._consider(job, last, now):
-                        started.append(job)
-                for job in started:
-                    queue.remove(job)
-                return started
+            if self._reusable(last, arrived, now):
+                return self._schedule_arrived(last, arrived, now)
         self._last_pass = state = _Pass()
         if not self._pending:
             return []
@@ -380,7 +374,52 @@ class SimulatedSlurm:
                 if pool.free_total == 0:
                     open_pools -= 1
         # Jobs beyond the depth limit move up as started jobs leave the queue.
-        state.stale = state.stale or (tested > depth and bool(started))
+        state.truncated = tested > depth
+        state.stale = state.stale or (state.truncated and bool(started))
+        for job in started:
+            queue.remove(job)
+        return started
+
+    def _reusable(self, last: _Pass, arrived: list[SimJob], now: float) -> bool:
+        """Whether testing only ``arrived`` (in queue order) against ``last``'s verdicts and
+        reservations starts exactly the jobs a full pass would start now.
+
+        It does not when ``last`` is stale; when a new job sorts before the reservation
+        head of its own pool (a full pass tests it first, as the head); when a
+        reservation's time has passed (a full pass makes it again from the jobs still
+        running); when starting a new job might let a held-back job start elsewhere; or
+        when a new job of a pool with free GPUs comes ``bf_max_job_test`` or more jobs
+        into the queue on a cluster of several pools (a full pass counts only the jobs of
+        pools with free GPUs, so whether it would test the job is not known cheaply).
+        """
+        if last.stale or any(r.shadow_time < now for r in last.reservations.values()):
+            return False
+        queue, pools, several = self._queue, self._pools, len(self._pools) > 1
+        for job in arrived:
+            reservation = last.reservations.get(job.group[0])
+            if reservation is not None and queue.sort_key(job, now) < queue.sort_key(reservation.head, now):
+                return False
+            if self._unsettled(last, job):
+                return False
+            if several and pools[job.group[0]].free_total > 0 and queue.rank(job, now) >= self._depth:
+                return False
+        return True
+
+    def _schedule_arrived(self, last: _Pass, arrived: list[SimJob], now: float) -> list[SimJob]:
+        """The pass :meth:`_reusable` allows: test only the new jobs, in queue order, as a
+        full pass would (a job of a pool without free GPUs, or beyond ``bf_max_job_test``,
+        is not tested). Returns the jobs started."""
+        started = []
+        queue, pools = self._queue, self._pools
+        for job in arrived:
+            if pools[job.group[0]].free_total == 0:
+                continue
+            if queue.rank(job, now) >= self._depth:
+                last.truncated = True
+            elif self._consider(job, last, now):
+                started.append(job)
+        # As after a full pass: a start may bring an untested job within the depth limit.
+        last.stale = last.stale or (last.truncated and bool(started))
         for job in started:
             queue.remove(job)
         return started

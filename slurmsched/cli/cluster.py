@@ -9,7 +9,7 @@ from typing import Sequence
 import click
 
 from slurmsched.cli import get_config
-from slurmsched.cli.output import printable
+from slurmsched.cli.output import columns, fit, printable
 from slurmsched.gateway import make_gateway
 from slurmsched.gateway.argv import format_duration
 from slurmsched.model import ClusterSnapshot, JobRecord, NodeRecord
@@ -18,9 +18,8 @@ _NAME_WIDTH = 24
 
 
 def _printable(text: str, width: int) -> str:
-    """One table cell: control characters shown as ``?``, cut to ``width``."""
-    cell = printable(text)
-    return cell if len(cell) <= width else cell[:width - 1] + "~"
+    """One table cell: control characters shown as ``?``, cut to ``width`` terminal columns."""
+    return fit(printable(text), width).rstrip(" ")
 
 
 def _limit(seconds: int | None) -> str:
@@ -41,8 +40,8 @@ def _node_gpus(node: NodeRecord) -> str:
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    widths = [max(columns(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(fit(cell, w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
 def render_snapshot(snap: ClusterSnapshot) -> list[str]:

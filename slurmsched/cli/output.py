@@ -4,6 +4,7 @@ simulation or evaluation cannot end in a failed write."""
 from __future__ import annotations
 
 import os
+import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -47,6 +48,24 @@ def writing(path: Path, option: str) -> Iterator[None]:
         yield
     except OSError as exc:
         raise OutputError(f"{option} {path}: cannot write ({exc.strerror or exc})") from None
+
+
+def columns(text: str) -> int:
+    """Terminal columns ``text`` takes: wide (CJK) characters two, combining marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` columns (ending in ``~`` when cut), padded to ``width``."""
+    if columns(text) > width:
+        cut, used = [], 1
+        for c in text:
+            used += columns(c)
+            if used > width:
+                break
+            cut.append(c)
+        text = "".join(cut) + "~"
+    return text + " " * (width - columns(text))
 
 
 def printable(text: str) -> str:

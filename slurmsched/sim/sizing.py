@@ -28,6 +28,7 @@ In order of precedence:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -106,6 +107,23 @@ def _by_load(workload: Workload, per_node: int, target_load: float) -> tuple[Clu
     return ClusterSpec.uniform(wanted, per_node), f"sized for {target_load:.0%} offered load"
 
 
+def _swf_machine(max_procs: int, per_node: int) -> tuple[ClusterSpec, str]:
+    """An SWF header's machine: nodes of ``per_node`` processors holding all ``max_procs``,
+    the last one smaller when ``per_node`` does not divide them; and a note that says so.
+
+    Raises:
+        ConfigError: more nodes than the simulator models (see :meth:`ClusterSpec.uniform`).
+    """
+    full, rest = divmod(max_procs, per_node)
+    note = f"SWF header: MaxProcs {max_procs}, {per_node} per node"
+    if not rest:
+        return ClusterSpec.uniform(full, per_node), note
+    spec = ClusterSpec.uniform(full + 1, per_node)
+    last = dataclasses.replace(spec.nodes[-1], gpus=rest)
+    return (dataclasses.replace(spec, nodes=spec.nodes[:-1] + (last,)),
+            f"{note}, the last node holding the remaining {rest}")
+
+
 def _given(request: SizeRequest, per_node: int) -> tuple[ClusterSpec, str]:
     """The cluster ``--nodes`` or ``--gpus`` asks for, and a note that says which (and any rounding)."""
     if request.nodes is not None:
@@ -150,8 +168,7 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
             spec = ClusterSpec.uniform(1, header.max_procs)
             note = f"SWF header: {header.max_procs} one-processor nodes, modelled as one pool of processors"
         else:
-            spec = ClusterSpec.uniform(header.max_procs // per_node, per_node)
-            note = f"SWF header: MaxProcs {header.max_procs}, {per_node} per node"
+            spec, note = _swf_machine(header.max_procs, per_node)
     elif fmt == "helios" and path is not None and (pools := helios_pools(path)):
         spec, note = ClusterSpec.pools(pools), "Helios per-VC pool sizes"
     else:

@@ -414,3 +414,14 @@ def test_a_repeated_job_id_names_both_lines_and_the_itp_hint_only_for_itp(tmp_pa
         load_trace(archive, "itp")
     assert str(raised.value) == (f"{archive}: job id 1 appears twice (line 3 of cluster01 and line 3 of cluster02); "
                                  "simulate one cluster at a time (for the ITP archive: ARCHIVE:clusterNN.csv)")
+
+
+def test_an_swf_machine_whose_nodes_do_not_divide_its_processors_keeps_them_all(tmp_path: Path) -> None:
+    swf = tmp_path / "t.swf"
+    swf.write_text("; MaxProcs: 10\n; MaxNodes: 3\n"
+                   "1 0 -1 100 10 -1 -1 10 100 -1 1 1 1 1 -1 -1 -1 -1\n"
+                   "2 10 -1 50 2 -1 -1 2 50 -1 1 2 1 2 -1 -1 -1 -1\n")
+    spec, note = size_cluster(load_trace(swf, "swf"), REQUEST, path=swf, fmt="swf")
+    assert sorted(n.gpus for n in spec.nodes) == [1, 3, 3, 3] and spec.total_gpus == 10
+    assert note == "SWF header: MaxProcs 10, 3 per node, the last node holding the remaining 1"
+

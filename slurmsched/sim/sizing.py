@@ -186,5 +186,9 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
 
 def offered_load(workload: Workload, spec: ClusterSpec) -> float:
     """Work offered per GPU-second of the cluster over the arrival span of the measured
-    jobs (a warm-up's jobs are left out)."""
-    return _work_rate(workload) / spec.total_gpus
+    jobs (a warm-up's jobs are left out, and so is the work of jobs larger than their
+    partition, which the simulation leaves out)."""
+    measured = workload.measured()
+    room = {name: spec.partition_gpus(spec.partition(name)) for name in {j.record.partition for j in measured.jobs}}
+    work = sum(j.units * j.duration for j in measured.jobs if j.units <= room[j.record.partition])
+    return work / max(measured.span_s, 1.0) / spec.total_gpus

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from array import array
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -204,7 +206,9 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
         records: the jobs, any order.
         source: where they came from, for messages.
         unreadable: line numbers of trace rows that could not be read (recorded in ``left_out``).
-        limit: keep only the first ``limit`` jobs by submit time.
+        limit: keep only the first ``limit`` measured jobs by submit time (and the
+            warm-up's before them); ``left_out`` then counts only the jobs submitted up to
+            the last one kept (the rest of the input is not part of the replay).
         lines: each record's line in the trace (aligned with ``records``), named when a
             job id repeats.
         hint: appended to that message (what to do about it, for this input).
@@ -221,20 +225,19 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
 
     gpu_workload = any(r.gpus > 0 and not never_ran(r) for r in records)
     jobs: list[TraceJob] = []
-    no_run_time = never_ran_jobs = no_units = 0
+    skipped: list[tuple[float, str]] = []  # (submit time, reason) of each record left out
     first: dict[int, int] = {}
     for index, record in enumerate(records):
         duration = record.runtime_s
         units = record.gpus if gpu_workload else record.cpus
-        measured = measured_from is None or record.submit_time >= measured_from
         if never_ran(record):
-            never_ran_jobs += measured
+            skipped.append((record.submit_time, "never_ran"))
             continue
         if duration is None:
-            no_run_time += measured
+            skipped.append((record.submit_time, "no_run_time"))
             continue
         if units <= 0:
-            no_units += measured
+            skipped.append((record.submit_time, "cpu_only" if gpu_workload else "no_processors"))
             continue
         earlier = first.setdefault(record.job_id, index)
         if earlier != index:
@@ -242,10 +245,15 @@ def workload_from_records(records: Sequence[JobRecord], source: str, *, unreadab
                                    f"{_where(records, lines, earlier, index)}{hint}")
         jobs.append(TraceJob(record, duration, units))
     jobs.sort(key=lambda j: (j.record.submit_time, j.record.job_id))
-    if limit is not None:
-        jobs = jobs[:limit]
-    left_out = LeftOut(tuple(unreadable), no_run_time=no_run_time, never_ran=never_ran_jobs,
-                       cpu_only=no_units if gpu_workload else 0, no_processors=0 if gpu_workload else no_units)
+    since = -math.inf if measured_from is None else measured_from
+    until = math.inf
+    kept = None if limit is None else limit + sum(1 for j in jobs if j.record.submit_time < since)
+    if kept is not None and len(jobs) > kept:
+        jobs = jobs[:kept]
+        until = jobs[-1].record.submit_time if jobs else -math.inf
+    counts = Counter(reason for submit, reason in skipped if since <= submit <= until)
+    left_out = LeftOut(tuple(unreadable), no_run_time=counts["no_run_time"], never_ran=counts["never_ran"],
+                       cpu_only=counts["cpu_only"], no_processors=counts["no_processors"])
     return Workload(tuple(jobs), source, left_out)
 
 
@@ -337,10 +345,7 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
                  next_id - first_fresh, first_fresh)
     measured_from = since if warmup_s > 0 else None
     workload = workload_from_records(replayed, f"history of {cluster}" if cluster else "history",
-                                     measured_from=measured_from)
-    jobs = workload.jobs
-    warm = [j for j in jobs if since is not None and j.record.submit_time < since]
-    if limit is not None:
-        jobs = jobs[:len(warm) + limit]
+                                     measured_from=measured_from, limit=limit)
+    warm = [j for j in workload.jobs if since is not None and j.record.submit_time < since]
     window = Window(since, until, warmup_s, len(warm), warm[0].record.submit_time if warm else None)
-    return dataclasses.replace(workload, jobs=jobs, measured_from=measured_from, window=window)
+    return dataclasses.replace(workload, measured_from=measured_from, window=window)

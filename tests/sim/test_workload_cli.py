@@ -425,3 +425,22 @@ def test_an_swf_machine_whose_nodes_do_not_divide_its_processors_keeps_them_all(
     assert sorted(n.gpus for n in spec.nodes) == [1, 3, 3, 3] and spec.total_gpus == 10
     assert note == "SWF header: MaxProcs 10, 3 per node, the last node holding the remaining 1"
 
+
+def test_jobs_n_counts_left_out_jobs_only_up_to_the_last_job_kept() -> None:
+    records = [record(1, 0.0, 5.0, gpus=1), record(2, 1.0, 5.0), record(3, 2.0, 5.0, gpus=1),
+               record(4, 3.0, 5.0), record(5, 4.0, None, gpus=1), record(6, 5.0, 5.0, gpus=1)]
+    assert workload_from_records(records, "g").left_out == LeftOut(cpu_only=2, no_run_time=1)
+    cut = workload_from_records(records, "g", limit=2)
+    assert [j.record.job_id for j in cut.jobs] == [1, 3] and cut.left_out == LeftOut(cpu_only=1)
+    warmed = workload_from_records(records, "g", limit=1, measured_from=2.0)
+    assert [j.record.job_id for j in warmed.jobs] == [1, 3] and warmed.left_out == LeftOut()
+
+
+def test_offered_load_leaves_out_jobs_larger_than_their_partition() -> None:
+    from slurmsched.sim.cluster import ClusterSpec
+
+    spec = ClusterSpec.pools({"a": (1, 8), "b": (1, 2)})
+    fits = JobRecord(job_id=1, user="u", submit_time=0.0, partition="b", state=JobState.COMPLETED,
+                     start_time=0.0, end_time=100.0, gpus=2)
+    workload = workload_from_records([fits, dataclasses.replace(fits, job_id=2, submit_time=100.0, gpus=4)], "g")
+    assert offered_load(workload, spec) == pytest.approx(2 * 100 / 100 / 10)  # over both arrivals

@@ -9,8 +9,9 @@ plus the daemon's refit schedule) runs on the daemon's interval, at multiples of
   event at the same instant runs after it);
 * once more at the last tick before the next event, if jobs are still pending then,
   because the aging guard may move priorities while nothing else happens. The ticks in
-  between would see the same queue; only the last one's decisions survive to the next
-  event, so skipping them changes nothing the scheduler sees.
+  between are skipped. That is not exact: where the aging guard would move a priority
+  at a skipped tick, the scheduling pass after that cycle might start a job sooner than
+  the pass after the last tick does (docs/simulator.md gives a measurement).
 
 With no jobs pending there is nothing to rank and no cycle runs; finished jobs reach the
 engine's history at the next cycle (accounting is read by cursor, so none is lost).

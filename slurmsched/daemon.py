@@ -437,22 +437,22 @@ class RevertPlan:
     unmade: tuple[AppliedChange, ...] = ()
 
 
-def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange], planner: Planner) -> RevertPlan:
+def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange]) -> RevertPlan:
     """The actions that restore every pending job slurmsched changed, as of ``snapshot``.
 
     Covers the ``changes`` the repository recorded whose job still holds slurmsched's
     value where the queue shows it (:func:`~slurmsched.planner.changes.live_text`; a
     value changed since is left alone), and SiteFactor values that ``job_submit.lua`` set
-    at submit time but no cycle has adopted yet (a pending job outside the protected
-    partitions and QOS, which the script leaves alone, whose SiteFactor is one of the
-    planner's level values and that slurmsched has no record of). Pure: reads nothing, sends nothing.
+    at submit time but no cycle has adopted yet (a pending job that slurmsched has no
+    record of and whose ``AdminComment`` is the script's stamp of the value it holds).
+    Pure: reads nothing, sends nothing.
     """
     from slurmsched.planner import revert_action
     from slurmsched.planner.changes import live_text
+    from slurmsched.planner.plan import valued_at_submit
 
     pending = {j.job_id: j for j in snapshot.pending}
     recorded = {c.job_id for c in changes if c.kind == SetSiteFactor.__name__}
-    scale = planner.scale(snapshot.config)
     actions: list[Action] = []
     left: list[tuple[AppliedChange, str]] = []
     unmade: list[AppliedChange] = []
@@ -468,14 +468,12 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange], pla
         else:
             left.append((change, live))
     actions += [SetSiteFactor(j.job_id, 0, j.site_factor, "revert: SiteFactor set at submit by job_submit.lua")
-                for j in pending.values()
-                if j.job_id not in recorded and j.site_factor and not planner.protected(j)
-                and scale.level_of_value(j.site_factor) is not None]
+                for j in pending.values() if j.job_id not in recorded and j.site_factor and valued_at_submit(j)]
     return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in pending), tuple(left),
                       tuple(unmade))
 
 
-def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planner,
+def revert_all(gateway: SlurmGateway, repository: JobRepository,
                *, rounds: int = 3) -> RevertReport:
     """Restore every pending job slurmsched changed (:func:`plan_revert`); forget records
     of jobs that left the queue.
@@ -500,7 +498,7 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository, planner: Planne
         snapshot = gateway.snapshot()
         pending = {j.job_id for j in snapshot.pending}
         failures = {key: text for key, text in failures.items() if key[0] in pending}
-        plan = plan_revert(snapshot, repository.applied_changes(), planner)
+        plan = plan_revert(snapshot, repository.applied_changes())
         if not (plan.actions or plan.gone or plan.left or plan.unmade):
             break
         outcomes = gateway.apply(plan.actions) if plan.actions else []

@@ -82,6 +82,8 @@ class JobRecord:
         gpu_type: GPU type requested (``"a100"``), ``None`` when untyped or no GPUs.
         gres_per_node: the job's GRES request per node, as parsed.
         site_factor: current SiteFactor (from ``sprio``) for pending jobs, else ``None``.
+        admin_comment: the job's ``AdminComment`` (``job_submit.lua`` stamps the SiteFactor
+            it gives: ``slurmsched:site_factor=N``).
         switches: requested leaf-switch count (``--switches``); ``None``/0 means none.
         switch_wait_s: the most a job may wait for ``switches``.
         restart_count: how many times Slurm requeued this job.
@@ -117,6 +119,7 @@ class JobRecord:
     switch_wait_s: int | None = None
     priority: int | None = None
     site_factor: int | None = None
+    admin_comment: str = ""
     nice: int = 0
     restart_count: int = 0
     exit_code: int | None = None

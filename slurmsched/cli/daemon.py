@@ -245,13 +245,13 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
     """Pause, then restore every job slurmsched changed; report how many."""
     from slurmsched.daemon import plan_revert, revert_all
     from slurmsched.gateway import make_gateway
-    from slurmsched.planner import Planner, describe
+    from slurmsched.planner import describe
 
     config = get_config(ctx)
-    gateway, planner = make_gateway(config), Planner(config)
+    gateway = make_gateway(config)
     with closing(_repository(config)) as repo:
         if dry_run:
-            plan = plan_revert(gateway.snapshot(), repo.applied_changes(), planner)
+            plan = plan_revert(gateway.snapshot(), repo.applied_changes())
             for action in plan.actions:
                 kind, current, restored = describe(action)
                 click.echo(f"job {action.job_id}: {kind} {current} -> {restored}  ({action.reason})")
@@ -264,7 +264,7 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
             return
         _pause(config, repo)
         try:
-            report = revert_all(gateway, repo, planner)
+            report = revert_all(gateway, repo)
         except SlurmError as exc:
             raise SlurmError(f"slurmsched is paused, but the revert stopped: {exc}. Run 'slurmsched revert' "
                              "again once Slurm answers: it restores what is left") from exc

@@ -278,6 +278,7 @@ class SqueueJob(msgspec.Struct, gc=False):
     tres_alloc_str: Any = None
     features: Any = None
     excluded_nodes: Any = None
+    admin_comment: Any = None
     nodes: Any = None
     required_switches: Any = None
     maximum_switch_wait_time: Any = None
@@ -386,6 +387,7 @@ def _squeue_job(job: SqueueJob, state: JobState, factors: Mapping[int, int]) -> 
         switch_wait_s=_int(job.maximum_switch_wait_time),
         priority=_int(job.priority),
         site_factor=factors.get(job_id) if pending else None,
+        admin_comment=_text(job.admin_comment),
         nice=_int(job.nice) or 0,
         restart_count=_int(job.restart_cnt) or 0,
     )

@@ -178,6 +178,7 @@ def _live_job(job: Any, factors: Mapping[int, int]) -> JobRecord:
         excluded_nodes=_text(job.excluded_nodes), node_list=_text(job.allocated_nodes),
         switches=job.required_switches, switch_wait_s=job.max_wait_time_switches, priority=job.priority,
         site_factor=factors.get(int(job.id)) if state is JobState.PENDING else None,
+        admin_comment=_text(job.admin_comment),
         nice=job.nice or 0, restart_count=job.requeue_count or 0,
     )
 

@@ -31,6 +31,14 @@ from slurmsched.store.protocol import AppliedChange
 
 SITE_FACTOR = SetSiteFactor.__name__
 SWITCHES = SetSwitches.__name__
+#: What ``job_submit.lua`` writes into the ``AdminComment`` of a job it values, before the value.
+STAMP = "slurmsched:site_factor="
+
+
+def valued_at_submit(job: JobRecord) -> bool:
+    """True when ``job_submit.lua`` gave the job the SiteFactor it holds: its ``AdminComment``
+    is the script's stamp of that value (a level value alone might be an admin's)."""
+    return job.site_factor is not None and job.admin_comment == f"{STAMP}{job.site_factor}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +117,9 @@ class Planner:
 
     def eligible(self, job: JobRecord) -> bool:
         """False for jobs slurmsched must not touch: protected partition or QOS, or held (priority 0)."""
-        return job.priority != 0 and not self.protected(job)
-
-    def protected(self, job: JobRecord) -> bool:
-        """True for a job in a protected partition or QOS (``[planner]``)."""
-        return job.qos in self._protected_qos or bool(self._protected_partitions and any(
+        if job.priority == 0 or job.qos in self._protected_qos:
+            return False
+        return not (self._protected_partitions and any(
             p in self._protected_partitions for p in job.partition.split(",")))
 
     def site_factor_step(self, job: JobRecord, score: float, reorders: bool, record: AppliedChange | None,
@@ -149,7 +155,7 @@ class Planner:
                 return Step.SEND, target, current
             held = True
         if record is None:
-            if current != 0 and now_level is not None:
+            if current != 0 and now_level is not None and valued_at_submit(job):
                 return Step.ADOPT, current, current
         elif str(current) == (record.original or "0"):
             return Step.SETTLE, current, current

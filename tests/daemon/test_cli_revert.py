@@ -106,3 +106,16 @@ def test_revert_leaves_a_value_an_admin_set_since(daemon_env, busy):
     assert daemon_env.site_factors([ours, theirs]) == {ours: 0, theirs: 31337}
     with daemon_env.repo() as repo:
         assert repo.applied_changes() == []
+
+
+def test_revert_keeps_a_level_value_an_admin_set_by_hand(daemon_env, busy):
+    """A SiteFactor that happens to be one of slurmsched's level values is job_submit.lua's
+    only when the script stamped the job's AdminComment with it."""
+    daemon = daemon_env.daemon()
+    level = daemon.planner.scale(daemon.gateway.snapshot().config).value(3)
+    job = busy.submit("--gres=gpu:1", "-t", "120", name="by-hand")
+    busy.cluster.run("scontrol", "update", f"JobId={job}", f"SiteFactor={level}")
+    result = daemon_env.cli("revert")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("reverted 0 changes on 0 pending jobs")
+    assert daemon_env.site_factors([job]) == {job: level}

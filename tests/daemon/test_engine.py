@@ -196,7 +196,7 @@ def test_each_cycle_is_recorded_with_its_kind() -> None:
     world.cycle(0.2)
     world.engine.dry_run = True
     world.cycle(0.3)                                   # dry-run and paused: recorded as dry-run
-    report = revert_all(world.slurm, world.repository, world.planner)
+    report = revert_all(world.slurm, world.repository)
     assert report.reverted == 1 and world.slurm.rpcs == 2
     world.repository.set_paused(False)
     world.engine.dry_run = False
@@ -241,7 +241,7 @@ def test_a_failed_update_is_recorded_so_revert_restores_it_if_made() -> None:
     assert {c.job_id for c in world.repository.applied_changes()} == {made.job_id, refused.job_id}
     world.slurm.apply = apply
     world.repository.set_paused(True)
-    revert = revert_all(world.slurm, world.repository, world.planner)
+    revert = revert_all(world.slurm, world.repository)
     assert (revert.reverted, revert.left) == (1, ()) and world.repository.applied_changes() == []
     assert set(site_factors(world).values()) == {0}
 
@@ -254,7 +254,7 @@ def test_the_cycle_after_a_pause_rereads_what_revert_restored() -> None:
     first = world.cycle(0.1)
     assert {type(a).__name__ for a in first.plan.actions} == {"SetSiteFactor", "SetSwitches"}
     world.repository.set_paused(True)
-    assert revert_all(world.slurm, world.repository, world.planner).reverted == 2
+    assert revert_all(world.slurm, world.repository).reverted == 2
     world.cycle(0.2)                                   # paused
     world.repository.set_paused(False)
     again = world.cycle(0.3)                           # not a full pass by the clock (refresh_s is 1 h)

@@ -97,9 +97,13 @@ def test_values_set_at_submit_are_adopted_for_revert() -> None:
     scale = planner.scale(WEIGHTS)
     j = job(1, gpus=2)
     target = scale.site_factor(2 * 1.0 * HOUR)
-    plan = plan_for(planner, [dataclasses.replace(j, site_factor=target)], {1: 1.0})
+    stamped = dataclasses.replace(j, site_factor=target, admin_comment=f"slurmsched:site_factor={target}")
+    plan = plan_for(planner, [stamped], {1: 1.0})
     assert plan.actions == ()
     assert [(a.job_id, a.value, a.previous) for a in plan.adopted] == [(1, target, 0)]
+    # without job_submit.lua's stamp the same value may be an admin's: kept, not adopted (revert keeps it too)
+    by_hand = plan_for(planner, [dataclasses.replace(j, site_factor=target)], {1: 1.0})
+    assert by_hand.actions == () and by_hand.adopted == ()
 
 
 def test_hysteresis_keeps_a_level_for_small_changes_but_not_the_guard() -> None:
@@ -110,8 +114,9 @@ def test_hysteresis_keeps_a_level_for_small_changes_but_not_the_guard() -> None:
     ours = {(1, "SetSiteFactor"): AppliedChange(1, "SetSiteFactor", "0", str(level_value))}
     held = plan_for(planner, [job(1, site_factor=level_value)], {1: 6.6}, ours)
     assert held.actions == () and held.held == 1
-    # Without a record the held value is adopted (it can only come from job_submit.lua or a lost record).
-    assert [a.value for a in plan_for(planner, [job(1, site_factor=level_value)], {1: 6.6}).adopted] == [level_value]
+    # Without a record the held value is adopted when job_submit.lua stamped it.
+    stamped = job(1, site_factor=level_value, admin_comment=f"slurmsched:site_factor={level_value}")
+    assert [a.value for a in plan_for(planner, [stamped], {1: 6.6}).adopted] == [level_value]
     moved = plan_for(planner, [job(1, site_factor=level_value)], {1: 9.0})
     assert [a.value for a in moved.actions] == [scale.site_factor(9 * HOUR)]
     guard = plan_for(planner, [job(1, site_factor=level_value, hours_ago=100)], {1: 4.0})  # past the 96 h guard

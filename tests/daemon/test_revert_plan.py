@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 
-from slurmsched.config import Config, PlannerSection
+from slurmsched.config import Config
 from slurmsched.daemon import plan_revert
 from slurmsched.model import ClusterSnapshot, JobRecord, JobState, SchedulerConfig, SetFeatures, SetSiteFactor
 from slurmsched.planner import Planner
 from slurmsched.planner.plan import Step
 from slurmsched.store.protocol import AppliedChange
 
-CONFIG = dataclasses.replace(Config(), planner=PlannerSection(protected_partitions=("urgent",)))
-PLANNER = Planner(CONFIG)
+PLANNER = Planner(Config())
 WEIGHTS = SchedulerConfig(weight_age=1000)
 LEVEL = PLANNER.scale(WEIGHTS).value(3)  # a value job_submit.lua could have given
 
 
-def job(job_id: int, *, site_factor: int | None = 0, features: str = "", partition: str = "gpu") -> JobRecord:
+def job(job_id: int, *, site_factor: int | None = 0, features: str = "", admin_comment: str = "") -> JobRecord:
     return JobRecord(job_id=job_id, user="u", name="n", submit_time=0.0, state=JobState.PENDING, gpus=1,
-                     partition=partition, site_factor=site_factor, features=features)
+                     partition="gpu", site_factor=site_factor, features=features, admin_comment=admin_comment)
 
 
 def snapshot(*jobs: JobRecord) -> ClusterSnapshot:
@@ -35,7 +34,7 @@ def test_only_values_the_job_still_holds_from_slurmsched_are_restored() -> None:
                AppliedChange(6, "SetFeatures", "a100", "a100|v100")]
     plan = plan_revert(snapshot(job(1, site_factor=400), job(2, site_factor=31337), job(3, site_factor=0),
                                 job(4, site_factor=None), job(5, features="v100"), job(6, features="a100|v100")),
-                       changes, PLANNER)
+                       changes)
     assert [(type(a).__name__, a.job_id) for a in plan.actions] == [
         ("SetSiteFactor", 1), ("SetSiteFactor", 4), ("SetFeatures", 6)]
     assert [(c.job_id, live) for c, live in plan.left] == [(2, "31337"), (5, "v100")]
@@ -43,11 +42,23 @@ def test_only_values_the_job_still_holds_from_slurmsched_are_restored() -> None:
     assert plan.actions[2] == SetFeatures(6, "a100", "a100|v100", "revert: restore the value before slurmsched")
 
 
-def test_a_level_value_without_a_record_is_restored_only_where_job_submit_lua_acts() -> None:
-    """The script leaves protected partitions alone: a level value there is an admin's."""
-    plan = plan_revert(snapshot(job(7, site_factor=LEVEL), job(8, site_factor=LEVEL, partition="urgent")), [],
-                       PLANNER)
+def test_a_value_without_a_record_is_restored_only_when_job_submit_lua_stamped_it() -> None:
+    """A level value alone may be an admin's (or the stamp may name an older value)."""
+    plan = plan_revert(snapshot(job(7, site_factor=LEVEL, admin_comment=f"slurmsched:site_factor={LEVEL}"),
+                                job(8, site_factor=LEVEL),
+                                job(9, site_factor=LEVEL, admin_comment="slurmsched:site_factor=1")), [])
     assert plan.actions == (SetSiteFactor(7, 0, LEVEL, "revert: SiteFactor set at submit by job_submit.lua"),)
+
+
+def test_only_a_stamped_value_is_adopted_as_job_submit_luas() -> None:
+    """Adopting records 0 as the original: right for the script's value, wrong for an admin's."""
+    scale = PLANNER.scale(WEIGHTS)
+    step, target, _ = PLANNER.site_factor_step(job(7), 3600.0, True, None, scale)
+    assert step is Step.SEND and target > 0
+    stamped = job(7, site_factor=target, admin_comment=f"slurmsched:site_factor={target}")
+    assert PLANNER.site_factor_step(stamped, 3600.0, True, None, scale)[0] is Step.ADOPT
+    by_hand = dataclasses.replace(stamped, admin_comment="")
+    assert PLANNER.site_factor_step(by_hand, 3600.0, True, None, scale)[0] is Step.KEEP
 
 
 def test_a_job_sprio_does_not_list_is_left_alone_until_it_does() -> None:

@@ -59,10 +59,11 @@ def test_pyslurm_job_conversion_handles_known_pitfalls():
         state_reason="None", eligible_time=1795347329, start_time=1795350060, time_limit=240, num_nodes=2,
         cpus=2, memory=2048, gres_per_node={"gres/gpu:a100": 2}, tres_per_node=None, constraints=["a100"],
         excluded_nodes="gpu03", allocated_nodes=None, required_switches=1, max_wait_time_switches=300,
-        priority=1121, nice=0, requeue_count=1)
+        priority=1121, nice=0, requeue_count=1, admin_comment="slurmsched:site_factor=500")
     record = _live_job(job, {81: 500})
     assert (record.array_job_id, record.array_task_id) == (79, 0)  # task 0 comes back as None
     assert record.reason == "" and record.start_time is None and record.site_factor == 500
+    assert record.admin_comment == "slurmsched:site_factor=500"
     assert record.gres_per_node == (GresRequest("gpu", "a100", 2),)
     assert (record.gpus, record.gpu_type, record.time_limit_s) == (4, "a100", 14400)
     assert (record.features, record.excluded_nodes, record.switches, record.restart_count) == ("a100", "gpu03", 1, 1)

@@ -286,9 +286,11 @@ class SimulatedSlurm:
         there is one, gives it its SiteFactor first (no RPC: it runs inside slurmctld)."""
         now = self._clock.now()
         job.group = (job.partition.pool, job.partition.nodes_of, job.gpu_types, job.nodes)
-        value = self.submit_plugin.site_factor(job.trace, job.units, now) if self.submit_plugin is not None else None
-        if value is not None:
+        plugin = self.submit_plugin
+        value = plugin.site_factor(job.trace, job.units, now) if plugin is not None else None
+        if plugin is not None and value is not None:
             job.site_factor = value
+            job.trace = plugin.stamp(job.trace, value)  # the record squeue will show
         self._pending[job.job_id] = job
         self._queue.add(job, now)
         self._unbuilt.add(job.job_id)

@@ -20,9 +20,11 @@ previous jobs' run times, which would make the bound worse than the policies it 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 from slurmsched.model import JobRecord
+from slurmsched.planner.plan import STAMP
 from slurmsched.submit_cache import SubmitCache, listed, protected, submit_site_factor
 
 
@@ -82,3 +84,9 @@ class SubmitPlugin:
         if estimate is None:
             return None
         return submit_site_factor(cache, max(1.0, estimate), time_limit_s=job.time_limit_s, gpus=gpus, cpus=job.cpus)
+
+    @staticmethod
+    def stamp(job: JobRecord, value: int) -> JobRecord:
+        """The job as the script leaves a job it values: ``AdminComment`` stamped with the
+        value (by which the daemon tells it from an admin's), unless it has one already."""
+        return job if job.admin_comment else dataclasses.replace(job, admin_comment=f"{STAMP}{value}")

@@ -94,6 +94,8 @@ def test_the_simulated_slurmctld_queues_a_new_job_with_the_plugins_value() -> No
     pending = {j.job_id: j.site_factor for j in slurm.snapshot().pending}
     assert pending == {2: submit_site_factor(values, 120, time_limit_s=None, gpus=4, cpus=1), 3: 0}
     assert pending[2] > 0 and slurm.rpcs == 0  # no scontrol update: it ran inside slurmctld
+    stamps = {j.job_id: j.admin_comment for j in slurm.snapshot().pending}
+    assert stamps == {2: f"slurmsched:site_factor={pending[2]}", 3: ""}  # as the script stamps, for the daemon
     slurm.finish(busy)
     assert [j.job_id for j in slurm.schedule()] == [2]  # submitted last, valued first
 

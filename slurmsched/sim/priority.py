@@ -23,8 +23,9 @@ capped. An order query is then a merge of two sorted lists, not a sort.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, insort
-from typing import Iterator
+import math
+from bisect import bisect_left, bisect_right, insort
+from typing import Iterable, Iterator
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import SchedulerConfig
@@ -54,6 +55,9 @@ class PriorityQueue:
         self._gpus = max(1, cluster_gpus)
         self._young: list[_Key] = []
         self._old: list[_Key] = []
+        self._old_scores: list[float] = []  # capped jobs' priorities, ascending
+        self._young_static: list[float] = []  # the other jobs' priorities without age, ascending
+        self._level: dict[int, float] = {}  # each job's value in one of those two lists
         self._keys: dict[int, _Key] = {}
         self._capped: set[int] = set()
         self._jobs: dict[int, SimJob] = {}
@@ -81,6 +85,8 @@ class PriorityQueue:
         self._keys[job.job_id] = key
         if capped:
             self._capped.add(job.job_id)
+        level = self._level[job.job_id] = -key[1] if capped else self._static(job)
+        insort(self._old_scores if capped else self._young_static, level)
         insort(self._old if capped else self._young, key)
 
     def _delete(self, job_id: int) -> bool:
@@ -90,6 +96,8 @@ class PriorityQueue:
         self._capped.discard(job_id)
         keys = self._old if capped else self._young
         del keys[bisect_left(keys, key)]
+        levels = self._old_scores if capped else self._young_static
+        del levels[bisect_left(levels, self._level.pop(job_id))]
         return capped
 
     def add(self, job: SimJob, now: float) -> None:
@@ -123,6 +131,25 @@ class PriorityQueue:
                 self._insert(job, True)
                 moved = True
         return moved
+
+    def order_kept_until(self, since: float, jobs: Iterable[SimJob] | None = None) -> float:
+        """The earliest time after ``since`` at which the order of the queued jobs (or of
+        ``jobs`` against the capped ones) may change with no job reaching its age cap:
+        when a job whose priority still grows with age may pass a capped job's, which
+        needs a larger priority without age. ``math.inf`` if none may (every job's
+        priority without age alike, as without job size and SiteFactor). Partition tiers
+        are not told apart (an earlier time than the true one is only cautious)."""
+        old, young = self._old_scores, self._young_static
+        if not old or not young or self._rate <= 0 or old[0] >= young[-1] + self._w_age:
+            return math.inf
+        rate, cap, until = self._rate, self._w_age, math.inf
+        keys = self._young if jobs is None else [self._keys[j.job_id] for j in jobs if j.job_id not in self._capped]
+        for key in keys:
+            base = -key[1]  # the job's priority is base + rate * t until it is capped
+            above = bisect_right(old, base + rate * since)
+            if above < len(old) and old[above] < self._level[key[3]] + cap:
+                until = min(until, (old[above] - base) / rate)
+        return until
 
     def sort_key(self, job: SimJob, now: float) -> _Key:
         """The job's place in the order at ``now`` (smaller comes first)."""

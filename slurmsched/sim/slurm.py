@@ -97,6 +97,9 @@ class _Pass:
         stale: the verdicts on older jobs may no longer hold; the next pass must be full.
         truncated: the pass, or a later one that reused it, left a job of a pool with free
             GPUs untested beyond ``bf_max_job_test`` jobs.
+        at: when the pass ran.
+        order_until: until when the queue keeps the order the verdicts were made in
+            (:meth:`PriorityQueue.order_kept_until`); ``None`` until first needed.
     """
 
     reservations: dict[str, _Reservation] = field(default_factory=dict)
@@ -107,6 +110,8 @@ class _Pass:
     moved: set[str] = field(default_factory=set)
     stale: bool = False
     truncated: bool = False
+    at: float = 0.0
+    order_until: float | None = None
 
 
 def job_gpu_types(gpu_type: str | None, features: str) -> GpuTypes:
@@ -344,7 +349,7 @@ class SimulatedSlurm:
             arrived.sort(key=lambda j: queue.sort_key(j, now))
             if self._reusable(last, arrived, now):
                 return self._schedule_arrived(last, arrived, now)
-        self._last_pass = state = _Pass()
+        self._last_pass = state = _Pass(at=now)
         if not self._pending:
             return []
         pools = self._pools
@@ -386,7 +391,8 @@ class SimulatedSlurm:
         """Whether testing only ``arrived`` (in queue order) against ``last``'s verdicts and
         reservations starts exactly the jobs a full pass would start now.
 
-        It does not when ``last`` is stale; when a new job sorts before the reservation
+        It does not when ``last`` is stale; when the queue order may have changed since
+        (a job whose priority grows with age passing a capped one); when a new job sorts before the reservation
         head of its own pool (a full pass tests it first, as the head); when a
         reservation's time has passed (a full pass makes it again from the jobs still
         running); when starting a new job might let a held-back job start elsewhere; or
@@ -397,6 +403,12 @@ class SimulatedSlurm:
         if last.stale or any(r.shadow_time < now for r in last.reservations.values()):
             return False
         queue, pools, several = self._queue, self._pools, len(self._pools) > 1
+        if last.order_until is None:
+            last.order_until = queue.order_kept_until(last.at)
+        else:
+            last.order_until = min(last.order_until, queue.order_kept_until(last.at, arrived))
+        if now >= last.order_until:
+            return False
         for job in arrived:
             reservation = last.reservations.get(job.group[0])
             if reservation is not None and queue.sort_key(job, now) < queue.sort_key(reservation.head, now):

@@ -168,3 +168,22 @@ def test_incremental_passes_match_full_passes(limits: bool) -> None:
         return sorted(starts)
 
     assert run(SimulatedSlurm) == run(FullPasses)
+
+
+def test_a_job_whose_priority_passes_a_capped_one_between_passes_is_ordered_first() -> None:
+    # Job 2's age factor is capped (1,000 + its size, 1,500); job 3's, larger, passes it
+    # at t=1170 with no event. When job 4 arrives at t=1200, job 3 is the head: job 4
+    # would hold the GPU job 3 needs at t=2000, so it must not start (it could beside job 2).
+    clock = SimClock(1000.0)
+    slurm = SimulatedSlurm(ClusterSpec.uniform(1, 4),
+                           SchedulerConfig(weight_age=1000, weight_job_size=2000, priority_max_age_s=100), clock)
+    slurm.submit(job(slurm, 1, 3, 1000.0, limit=1000.0))
+    assert started(slurm) == [1]
+    slurm.submit(job(slurm, 2, 2, 10.0))
+    assert started(slurm) == []
+    clock.advance_to(1120.0)
+    slurm.submit(job(slurm, 3, 4, 10.0, submit=1120.0))
+    assert started(slurm) == []
+    clock.advance_to(1200.0)
+    slurm.submit(job(slurm, 4, 1, 2000.0, limit=2000.0, submit=1200.0))
+    assert started(slurm) == []

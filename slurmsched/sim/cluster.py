@@ -84,11 +84,16 @@ class ClusterSpec:
         name: cluster name (``ClusterSnapshot.cluster``).
         nodes: every node, in name order.
         partitions: the declared partitions; the first one is the default.
+        unit_nodes: each GPU (processor) stands for one node of the machine modelled: a
+            machine of one-processor nodes, modelled as one node of all its processors
+            (same placements, far cheaper). Slurm's job-size factor then counts a job's
+            processors as its nodes, and the machine's processors as its nodes.
     """
 
     name: str
     nodes: tuple[NodeSpec, ...]
     partitions: tuple[PartitionSpec, ...]
+    unit_nodes: bool = False
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -104,8 +109,8 @@ class ClusterSpec:
 
     @classmethod
     def uniform(cls, nodes: int, gpus_per_node: int, *, gpu_type: str | None = None,
-                name: str = "sim", partition: str = "batch") -> "ClusterSpec":
-        """``nodes`` identical nodes in one pool under one partition.
+                name: str = "sim", partition: str = "batch", unit_nodes: bool = False) -> "ClusterSpec":
+        """``nodes`` identical nodes in one pool under one partition (``unit_nodes``: see the class).
 
         Raises:
             ConfigError: ``nodes`` or ``gpus_per_node`` is not positive, or above
@@ -114,7 +119,7 @@ class ClusterSpec:
         _check_size("the simulated cluster", nodes, gpus_per_node)
         width = len(str(nodes))
         specs = tuple(NodeSpec(f"n{i:0{width}d}", gpus_per_node, gpu_type, "main") for i in range(1, nodes + 1))
-        return cls(name=name, nodes=specs, partitions=(PartitionSpec(partition, "main"),))
+        return cls(name=name, nodes=specs, partitions=(PartitionSpec(partition, "main"),), unit_nodes=unit_nodes)
 
     @classmethod
     def pools(cls, sizes: dict[str, tuple[int, int]], *, name: str = "sim") -> "ClusterSpec":

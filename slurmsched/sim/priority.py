@@ -41,9 +41,12 @@ class PriorityQueue:
         config: the weights (``weight_age``, ``weight_job_size``, ``weight_partition``,
             ``priority_max_age_s``).
         cluster_nodes, cluster_gpus: the denominators of the job-size factor.
+        unit_nodes: a job's nodes are its GPUs (processors), as on a machine of
+            one-processor nodes modelled as one node (:attr:`ClusterSpec.unit_nodes`).
     """
 
-    def __init__(self, config: SchedulerConfig, cluster_nodes: int, cluster_gpus: int) -> None:
+    def __init__(self, config: SchedulerConfig, cluster_nodes: int, cluster_gpus: int, *,
+                 unit_nodes: bool = False) -> None:
         if config.priority_max_age_s <= 0:
             raise ConfigError(f"PriorityMaxAge must be positive (got {config.priority_max_age_s})")
         self._w_age = float(config.weight_age)
@@ -53,6 +56,7 @@ class PriorityQueue:
         self._rate = self._w_age / self._max_age
         self._nodes = max(1, cluster_nodes)
         self._gpus = max(1, cluster_gpus)
+        self._unit_nodes = unit_nodes
         self._young: list[_Key] = []
         self._old: list[_Key] = []
         self._old_scores: list[float] = []  # capped jobs' priorities, ascending
@@ -70,7 +74,7 @@ class PriorityQueue:
         return job_id in self._jobs
 
     def _static(self, job: SimJob) -> float:
-        size = (job.nodes / self._nodes + job.units / self._gpus) / 2
+        size = ((job.units if self._unit_nodes else job.nodes) / self._nodes + job.units / self._gpus) / 2
         return self._w_size * size + self._w_partition * job.partition.priority_factor + job.site_factor
 
     def _key(self, job: SimJob, capped: bool) -> _Key:

@@ -165,7 +165,7 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
         spec, note = _given(request, per_node)
     elif header is not None and header.max_procs:
         if per_node == 1:
-            spec = ClusterSpec.uniform(1, header.max_procs)
+            spec = ClusterSpec.uniform(1, header.max_procs, unit_nodes=True)
             note = f"SWF header: {header.max_procs} one-processor nodes, modelled as one pool of processors"
         else:
             spec, note = _swf_machine(header.max_procs, per_node)

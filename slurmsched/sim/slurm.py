@@ -155,7 +155,8 @@ class SimulatedSlurm:
             members.setdefault(node.pool, []).append(
                 (index, node.gpus, node.gpu_type, frozenset(node.partitions) if node.partitions else None))
         self._pools = {name: Pool(name, nodes) for name, nodes in members.items()}
-        self._queue = PriorityQueue(config, len(spec.nodes), spec.total_gpus)
+        self._queue = PriorityQueue(config, spec.total_gpus if spec.unit_nodes else len(spec.nodes), spec.total_gpus,
+                                    unit_nodes=spec.unit_nodes)
         self._pending: dict[int, SimJob] = {}
         self._running: dict[int, SimJob] = {}
         self._by_end: dict[str, list[tuple[float, int]]] = {name: [] for name in self._pools}

@@ -444,3 +444,23 @@ def test_offered_load_leaves_out_jobs_larger_than_their_partition() -> None:
                      start_time=0.0, end_time=100.0, gpus=2)
     workload = workload_from_records([fits, dataclasses.replace(fits, job_id=2, submit_time=100.0, gpus=4)], "g")
     assert offered_load(workload, spec) == pytest.approx(2 * 100 / 100 / 10)  # over both arrivals
+
+
+def test_multifactor_counts_a_jobs_processors_as_its_nodes_on_a_one_processor_node_machine(tmp_path: Path) -> None:
+    """Modelled as one node of MaxProcs processors, the machine's job-size factor stays the
+    real machine's: a job's nodes are its processors (as with --gpus, one node each)."""
+    swf = tmp_path / "f.swf"
+    swf.write_text("; MaxProcs: 4\n; MaxNodes: 4\n"
+                   "1 0 -1 80000 4 -1 -1 4 80000 -1 1 1 1 1 -1 -1 -1 -1\n"
+                   "2 10 -1 100 1 -1 -1 1 100 -1 1 2 1 2 -1 -1 -1 -1\n"
+                   "3 40010 -1 300 4 -1 -1 4 300 -1 1 3 1 3 -1 -1 -1 -1\n")
+
+    def avg_jct(*sizing: str) -> float:
+        result = CliRunner().invoke(main, ["simulate", "--trace", str(swf), "--format", "swf", "--policy",
+                                           "multifactor", "--json", "--no-progress", *sizing],
+                                    env={"SLURMSCHED_CONFIG": None})
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output.strip().splitlines()[-1])["policies"]["multifactor"]["avg_jct_s"]
+
+    # at 80,000 s job 3 (4 processors: larger job size) outranks job 2's 40,000 s of extra age
+    assert avg_jct() == avg_jct("--gpus", "4") == (80000 + (80300 - 40010) + (80400 - 10)) / 3

@@ -31,14 +31,17 @@ from slurmsched.store.protocol import AppliedChange
 
 SITE_FACTOR = SetSiteFactor.__name__
 SWITCHES = SetSwitches.__name__
-#: What ``job_submit.lua`` writes into the ``AdminComment`` of a job it values, before the value.
-STAMP = "slurmsched:site_factor="
+
+
+def submit_stamp(value: int) -> str:
+    """What ``job_submit.lua`` writes into the ``AdminComment`` of a job it gives ``value``."""
+    return f"slurmsched:site_factor={value}"
 
 
 def valued_at_submit(job: JobRecord) -> bool:
     """True when ``job_submit.lua`` gave the job the SiteFactor it holds: its ``AdminComment``
     is the script's stamp of that value (a level value alone might be an admin's)."""
-    return job.site_factor is not None and job.admin_comment == f"{STAMP}{job.site_factor}"
+    return job.site_factor is not None and job.admin_comment == submit_stamp(job.site_factor)
 
 
 @dataclass(frozen=True, slots=True)

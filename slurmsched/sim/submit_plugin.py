@@ -24,7 +24,7 @@ import dataclasses
 from typing import Mapping
 
 from slurmsched.model import JobRecord
-from slurmsched.planner.plan import STAMP
+from slurmsched.planner.plan import submit_stamp
 from slurmsched.submit_cache import SubmitCache, listed, protected, submit_site_factor
 
 
@@ -89,4 +89,4 @@ class SubmitPlugin:
     def stamp(job: JobRecord, value: int) -> JobRecord:
         """The job as the script leaves a job it values: ``AdminComment`` stamped with the
         value (by which the daemon tells it from an admin's), unless it has one already."""
-        return job if job.admin_comment else dataclasses.replace(job, admin_comment=f"{STAMP}{value}")
+        return job if job.admin_comment else dataclasses.replace(job, admin_comment=submit_stamp(value))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import signal
 import threading
 import time
@@ -169,6 +170,17 @@ class Daemon:
         if not report.dry_run:  # a preview leaves the live daemon's cache alone
             self.refresh_submit_cache(now, active=not report.paused)
         return report
+
+    def next_change(self) -> float:
+        """The earliest time at which a cycle could act otherwise than one run right after
+        the last, if neither the queue nor accounting changed: :meth:`Engine.next_change`,
+        or the refit schedule's time trigger (:meth:`RefitSchedule.next_due`). The
+        simulator cycles only then and after events. (The submit cache also ages with time;
+        it matters only when a job arrives, and the simulator cycles before each arrival.)"""
+        refit = math.inf
+        if getattr(self.engine.predictor, "learns", True):
+            refit = self.schedule.next_due(self._history_jobs, self._fitted_jobs, self._last_fit)
+        return min(self.engine.next_change(), refit)
 
     def stop(self) -> None:
         """Ask the loop to stop after the current cycle."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import operator
 import time
 from dataclasses import dataclass, field
@@ -245,6 +246,21 @@ class Engine:
         self.predictor.fit(history)
         self._tracker.repredict()
         self._last_fit = now
+
+    def next_change(self) -> float:
+        """The earliest time at which a cycle could act otherwise than one run right after
+        the last, if neither the queue nor accounting changed in between: a score's change
+        (:meth:`QueueTracker.next_change`), the periodic full pass (``refresh_s``) or refit
+        (``refit_interval_s``). ``-inf``: the next cycle has work already (re-predictions for
+        users with newly finished runs, plans not settled, the first cycle or the one after
+        a paused or failed one). A cycle in between does nothing that this one would not.
+        """
+        if self._full_at is None or self._paused or self._dirty_users or self._dirty_names:
+            return -math.inf
+        times = [self._tracker.next_change(), self._full_at + self.refresh_s]
+        if self.refit_interval_s is not None and self._last_fit is not None:
+            times.append(self._last_fit + self.refit_interval_s)
+        return min(times)
 
     def ranking(self, now: float) -> Ranking:
         """The policy's current order of the pending queue, with reasons (as of the last cycle)."""

@@ -318,6 +318,15 @@ class QueueTracker:
                        for i, key in enumerate(self._order, 1))
         return Ranking(self.policy.name, self.policy.reorders, scores, self.policy.guard_s)
 
+    def next_change(self) -> float:
+        """When a cycle could next act on the tracked jobs if the queue does not change:
+        ``-inf`` when the next one has work already (a re-prediction asked for, plans not
+        settled), else the earliest time the policy said a score changes (``inf``: never).
+        It may be early, never late: a job rescored since keeps its old time here until then."""
+        if self._repredict or self.unsettled:
+            return -math.inf
+        return self._due_times[0] if self._due_times else math.inf
+
     def repredict(self) -> None:
         """Predict every job again at the next update (after a refit)."""
         self._repredict = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -50,3 +51,14 @@ class RefitSchedule:
         if new >= self.growth * fitted_jobs:
             return True
         return self.interval_s is not None and now - fitted_at >= self.interval_s
+
+    def next_due(self, history_jobs: int, fitted_jobs: int | None, fitted_at: float | None) -> float:
+        """When the time trigger makes a refit due with no new history (``inf``: never).
+
+        Only the ``interval_s`` trigger moves with time alone; every other condition of
+        :meth:`due` changes only as jobs finish. Arguments as for :meth:`due`.
+        """
+        if (fitted_jobs is None or fitted_at is None or self.interval_s is None
+                or history_jobs - fitted_jobs < self.min_new_jobs):
+            return math.inf
+        return fitted_at + self.interval_s

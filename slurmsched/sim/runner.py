@@ -7,18 +7,20 @@ plus the daemon's refit schedule) runs on the daemon's interval, at multiples of
 
 * at the first tick at or after any event, if jobs are pending (a cycle that sees an
   event at the same instant runs after it);
-* once more at the last tick before the next event, if jobs are still pending then,
-  because the aging guard may move priorities while nothing else happens. The ticks in
-  between are skipped. That is not exact: where the aging guard would move a priority
-  at a skipped tick, the scheduling pass after that cycle might start a job sooner than
-  the pass after the last tick does (docs/simulator.md gives a measurement).
+* while jobs are pending, at the first tick at or after the daemon's next change
+  (:meth:`CycleRunner.next_change`: the next tick when the last cycle left work, such as
+  unsettled plans or re-predictions; else when the aging guard moves a score next, or a
+  periodic refit or full pass falls due). The ticks in between are skipped: a daemon
+  cycling at every one of them would do nothing there, so the run is the same
+  (``tests/sim/test_runner.py`` checks it against a daemon that cycles at every tick).
 
 With no jobs pending there is nothing to rank and no cycle runs; finished jobs reach the
 engine's history at the next cycle (accounting is read by cursor, so none is lost).
 When ``job_submit.lua`` is modelled (``SimSettings.submit_plugin``) the cycles around an
-event run with an empty queue too, as long as jobs are still to arrive: the last one
-before an arrival keeps the daemon's submit cache as fresh as a live daemon, which
-cycles whatever the queue holds, would have it.
+event run with an empty queue too, as long as jobs are still to arrive, and one more runs
+at the last tick before each event: that keeps the daemon's submit cache as fresh at an
+arrival as a live daemon, which cycles whatever the queue holds, would have it (the cache
+is rewritten on its own clock, which the skipped ticks do not follow exactly).
 A pass of the scheduler follows every cycle whose actions changed the queue order.
 """
 
@@ -49,6 +51,11 @@ class CycleRunner(Protocol):
 
     def cycle(self, now: float) -> object:
         """Run one cycle (``Engine.run_cycle`` and what the daemon does around it) at ``now``."""
+        ...
+
+    def next_change(self) -> float:
+        """The earliest time a cycle could act otherwise than one right after the last, if
+        nothing happened in between (``-inf``: at the next tick); see :meth:`Daemon.next_change`."""
         ...
 
 
@@ -105,6 +112,15 @@ class SimResult:
     engine_s: float
     rpcs: int
     wall_s: float
+
+
+def _tick_at_or_after(moment: float, last_cycle: float, interval: float) -> float:
+    """The first multiple of ``interval`` at or after ``moment`` and after ``last_cycle``
+    (either may be infinite; ``inf`` when ``moment`` is)."""
+    if moment == math.inf:
+        return math.inf
+    after = -math.inf if last_cycle == -math.inf else (math.floor(last_cycle / interval) + 1) * interval
+    return after if moment <= after else math.ceil(moment / interval) * interval
 
 
 def _to_sim_job(job: TraceJob, slurm: SimulatedSlurm) -> SimJob | None:
@@ -168,7 +184,11 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
             if due is not None:
                 tick = due
             else:
-                tick = (math.ceil(t_event / interval) - 1) * interval if t_event < math.inf else -math.inf
+                tick = math.inf
+                if slurm.pending_count:
+                    tick = _tick_at_or_after(engine.next_change(), last_cycle, interval)
+                if plugin is not None and t_event < math.inf:  # the submit cache, fresh at the next arrival
+                    tick = min(tick, (math.ceil(t_event / interval) - 1) * interval)
             if last_cycle < tick < t_event and tick >= clock.now():
                 clock.advance_to(tick)
                 began = time.perf_counter()

@@ -127,6 +127,11 @@ def test_refit_schedule() -> None:
     assert not schedule.due(14, 10, 1000.0, 0.0)          # too few new jobs, whatever the time
     assert schedule.due(15, 10, 1.0, 0.0)                 # grew by half
     assert not schedule.due(26, 20, 50.0, 0.0) and schedule.due(26, 20, 100.0, 0.0)  # interval
+    # Only the interval moves with time alone: it is when a refit falls due with no new jobs.
+    assert schedule.next_due(26, 20, 7.0) == 107.0
+    assert schedule.next_due(24, 20, 7.0) == math.inf      # too few new jobs: only more can make it due
+    assert schedule.next_due(26, None, None) == math.inf   # the first fit waits for jobs, not time
+    assert RefitSchedule(interval_s=None).next_due(10_000, 0, 7.0) == math.inf
 
 
 def test_online_evaluation_beats_last2_on_repeating_work() -> None:

@@ -43,12 +43,36 @@ def test_cycles_run_on_ticks_only_when_something_could_change() -> None:
                       slurm, repo, make_predictor("user_limit"), make_policy("qssf"), Planner(config), clock=clock)
 
     result = simulate(jobs, ClusterSpec.uniform(1, 1), FIFO_CONFIG, factory, SimSettings(interval_s=60.0))
-    # Job 2 waits from 1010 to 1500: the first tick after its arrival (1020) and the last
-    # tick before the next event (1440) run a cycle; with nothing pending, none runs.
-    assert [c.started_at for c in reversed(repositories[0].recent_cycles())] == [1020.0, 1440.0]
+    # Job 2 waits from 1010 to 1500: the first tick after its arrival (1020) sets its
+    # SiteFactor and the next (1080) finds it in place; its score changes next at the first
+    # aging tick (3 h), after it started. With nothing pending, no cycle runs.
+    assert [c.started_at for c in reversed(repositories[0].recent_cycles())] == [1020.0, 1080.0]
     assert result.cycles == 2
     assert [(o.job_id, o.start, o.end) for o in result.outcomes] == [
         (1, 1000.0, 1500.0), (2, 1500.0, 1600.0), (3, 5000.0, 5010.0)]
+
+
+def test_skipped_ticks_change_nothing() -> None:
+    """Cycling only after events and at the daemon's next change gives the run of a daemon
+    that cycles at every tick, with aging ticks falling between events."""
+    workload = small_workload(jobs=150, seed=4)
+    spec = ClusterSpec.uniform(2, 4)
+    config = Config()
+    aging = {**config.policy.qssf, "aging_step_h": 0.1, "halflife_h": 0.2, "max_wait_h": 1.0}
+    config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, qssf=aging))
+    build = engine_factory(parse_policies("qssf")[0], config, {})
+    assert build is not None
+
+    def every_tick(slurm, clock):
+        daemon = build(slurm, clock)
+        daemon.next_change = lambda: float("-inf")  # type: ignore[method-assign]
+        return daemon
+
+    skipping = simulate(workload.jobs, spec, FIFO_CONFIG, build)
+    ticking = simulate(workload.jobs, spec, FIFO_CONFIG, every_tick)
+    assert skipping.cycles < ticking.cycles // 2
+    assert skipping.rpcs > 0
+    assert (skipping.outcomes, skipping.rpcs) == (ticking.outcomes, ticking.rpcs)
 
 
 def small_workload(jobs: int = 240, seed: int = 3):

@@ -42,7 +42,8 @@ Measured with the defaults against the first ones (48 h guard, 6 h half-life, no
 stretch; ``bench/policy_tables.py``, ``docs/simulator.md``): Philly 5% -> 93% of the
 FIFO -> oracle-SJF gain (worst wait 1.07x -> 3.4x FIFO's), ITP01-07 5-73% -> 17-77%,
 CTC-SP2 153% -> 146% (worst wait 1.00x -> 1.47x), HPC2N 50% -> 78% (1.09x; 65% and 1.00x
-without ``slowdown_factor``).
+without ``slowdown_factor``); with the exact simulator of today (``docs/simulator.md``),
+Philly 93%, HPC2N 74% (1.13x), CTC-SP2 21% below FIFO's avg JCT (1.82x).
 
 Waiting time is counted in whole ``aging_step_h`` ticks of the wall clock
 (``floor(now / step) - floor(submit / step)``), the same instants for every job:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from sqlalchemy import String
+
 from slurmsched.model import GresRequest, JobRecord, JobState
 from slurmsched.store.schema import Job
 
@@ -21,13 +23,36 @@ JOB_COLUMNS = (
     Job.state, Job.exit_code,
 )
 
+#: The text columns of ``jobs`` and the most characters each holds (``None``: unbounded).
+_TEXT_LIMITS = {c.name: c.type.length for c in Job.__table__.columns if isinstance(c.type, String)}
+
 
 def job_to_row(job: JobRecord, cluster: str = "") -> dict[str, Any]:
     """The ``jobs`` row for a finished job attempt (live-only fields are not stored).
 
+    Text is made storable the same way on SQLite and PostgreSQL, which refuses the NUL
+    character in text and a value longer than its column: NUL characters are dropped and
+    a bounded column (user, account, partition, qos, cluster, ...) keeps its first
+    characters, so one odd trace row cannot fail its whole batch, and the same record
+    always gives the same row (re-importing stays idempotent).
+
     Args:
         cluster: cluster name to store when the record carries none.
     """
+    row = _job_fields(job, cluster)
+    for name in _TEXT_LIMITS:
+        if isinstance(row[name], str):
+            row[name] = _storable_text(row[name], name)
+    return row
+
+
+def _storable_text(text: str, column: str) -> str:
+    """``text`` as the ``jobs`` column ``column`` holds it on every database: no NUL, not too long."""
+    return text.replace("\x00", "")[:_TEXT_LIMITS[column]]
+
+
+def _job_fields(job: JobRecord, cluster: str) -> dict[str, Any]:
+    """The ``jobs`` columns of ``job`` as the record holds them."""
     return {
         "cluster": job.cluster or cluster,
         "job_id": job.job_id,
@@ -58,8 +83,9 @@ def job_to_row(job: JobRecord, cluster: str = "") -> dict[str, Any]:
 
 
 def attempt_key(job: JobRecord, cluster: str = "") -> tuple[str, int, float]:
-    """The :data:`ATTEMPT_KEY` values of a job attempt (``cluster`` when the record carries none)."""
-    return job.cluster or cluster, job.job_id, job.submit_time
+    """The :data:`ATTEMPT_KEY` values of a job attempt (``cluster`` when the record carries none),
+    as :func:`job_to_row` stores them."""
+    return _storable_text(job.cluster or cluster, "cluster"), job.job_id, job.submit_time
 
 
 def unique_attempts(jobs: Sequence[JobRecord], cluster: str = "") -> list[dict[str, Any]]:

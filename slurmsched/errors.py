@@ -51,6 +51,10 @@ class TraceFormatError(SlurmschedError):
     """A trace file cannot be read at all (unknown format, unreadable file)."""
 
 
+class ImportInterrupted(SlurmschedError):
+    """An import was stopped (Ctrl-C) part-way; the message says how much of it was written."""
+
+
 class SimulationError(SlurmschedError):
     """A simulation could not finish (one of its worker processes died)."""
 

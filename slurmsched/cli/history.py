@@ -54,7 +54,8 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
 
     Importing is idempotent: a job attempt already stored is updated, not duplicated; the
     summary says how many attempts were new and how many were already present.
-    Unreadable trace lines are skipped and reported by line number.
+    Unreadable trace lines are skipped and reported by line number. Ctrl-C stops after the
+    batch being written and says how many rows were imported.
     """
     if (trace is None) == (not from_sacct):
         raise click.UsageError("give either --trace FILE --format FORMAT or --from-sacct --since DATE")

@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from tqdm import tqdm
 
-from slurmsched.errors import StoreError, TraceFormatError
+from slurmsched.errors import ImportInterrupted, StoreError, TraceFormatError
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import JobRecord
 from slurmsched.store import DEFAULT_BATCH
@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 #: The accounting cursor's name (``get_cursor``/``set_cursor``).
 SACCT_CURSOR = "sacct"
+#: What to do after an import stopped part-way (batches are upserts: the ones written are not added twice).
+_RESUME = "importing the whole file again later adds only the rest"
 #: How far behind "now" the accounting cursor is left after a backfill: slurmdbd
 #: records a finished job a few seconds late, and upserts make re-reading harmless.
 ACCOUNTING_LAG_S = 300.0
@@ -102,6 +104,9 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
             before it stay, and the message says how far the import got.
         TraceFormatError: ``items`` failed part-way (a truncated file); the batches read
             before stay, and the message says how many rows they held.
+        ImportInterrupted: Ctrl-C (``KeyboardInterrupt``) part-way; the batch being
+            written is finished first, the batches written stay, and the message says how
+            many rows they held.
     """
     started = time.perf_counter()
     rows = new = batches = no_processors = 0
@@ -115,12 +120,12 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
         if in_flight is None:
             return
         future, size = in_flight
-        in_flight = None
         try:
-            written, added = future.result()
+            written, added = future.result()  # an interrupt here leaves the batch in flight, to wait for again
         except StoreError as exc:
             raise StoreError(f"{exc} (batch {batches + 1} of {size} rows rolled back; "
                              f"{rows} rows in {batches} earlier batches were imported)") from exc
+        in_flight = None
         rows += written
         new += added
         batches += 1
@@ -145,13 +150,17 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
                         flush()
                 if progress is not None:
                     progress.update(1)
+            if batch:
+                flush()
+            settle()
         except TraceFormatError as exc:  # the file ends early: the batches sent so far stay
             settle()
-            raise TraceFormatError(f"{exc} ({rows} rows in {batches} batches were imported before it; importing "
-                                   "the whole file again later adds only the rest)") from None
-        if batch:
-            flush()
-        settle()
+            raise TraceFormatError(f"{exc} ({rows} rows in {batches} batches were imported before it; "
+                                   f"{_RESUME})") from None
+        except KeyboardInterrupt:
+            settle()
+            raise ImportInterrupted(f"import interrupted: {rows} rows in {batches} batches were imported "
+                                    f"(each batch whole); {_RESUME}") from None
     return ImportReport(rows=rows, new=new, batches=batches, bad_lines=tuple(bad),
                         seconds=time.perf_counter() - started, no_processors=no_processors)
 

@@ -1,24 +1,31 @@
-"""Trace import: bad lines skipped and named, whole batches only, and the CLI round trip."""
+"""Trace import: bad lines skipped and named, whole batches only (also on Ctrl-C), and the CLI round trip."""
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
 import json
+import os
 import random
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from slurmsched.errors import StoreError, TraceFormatError
+from slurmsched.errors import ImportInterrupted, StoreError, TraceFormatError
 from slurmsched.model import JobRecord, JobState
 from slurmsched.store import migrate
 from slurmsched.store.ingest import import_accounting, import_items, import_trace, trace_cluster_name
 from slurmsched.store.repository import SqlJobRepository
-from slurmsched.traces import iter_trace
+from slurmsched.traces import TraceItem, iter_trace
 
 HEADER = ["; Version: 2.2", "; UnixStartTime: 1000000000", "; MaxNodes: 16", "; MaxProcs: 64",
           "; Queue: 1 batch", "; Queue: 2 short"]
@@ -232,3 +239,59 @@ def test_history_stats_of_several_clusters_needs_cluster(repo: SqlJobRepository,
 def test_history_import_refuses_a_since_in_the_future(cli, db_url: str) -> None:
     future = cli("history", "import", "--from-sacct", "--since", "2099-01-01", "--db", db_url)
     assert future.returncode == 2 and "--since 2099-01-01 00:00 is in the future" in future.stderr
+
+
+def interrupted_after(items: Iterator[TraceItem], count: int) -> Iterator[TraceItem]:
+    """``items``, then Ctrl-C as the reader would see it after ``count`` of them."""
+    for n, item in enumerate(items):
+        if n == count:
+            raise KeyboardInterrupt
+        yield item
+
+
+def test_ctrl_c_keeps_the_written_batches_and_counts_them(repo: SqlJobRepository, tmp_path: Path) -> None:
+    swf = write_swf(tmp_path / "site.swf", jobs=1000)
+    stopped: BaseException | None = None
+    try:
+        import_items(repo, interrupted_after(iter_trace(swf.path, "swf"), 350), cluster="site", batch_size=100)
+    except (ImportInterrupted, KeyboardInterrupt) as exc:  # a bare KeyboardInterrupt would end the test session
+        stopped = exc
+    # Three batches were sent; the third was still being written when the interrupt came.
+    assert isinstance(stopped, ImportInterrupted)
+    assert str(stopped) == ("import interrupted: 300 rows in 3 batches were imported (each batch whole); "
+                              "importing the whole file again later adds only the rest")
+    assert repo.count_jobs() == 300
+
+
+def test_sigint_to_the_command_says_how_much_was_imported(tmp_path: Path) -> None:
+    swf = write_swf(tmp_path / "big.swf", jobs=200_000)
+    db = tmp_path / "h.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURMSCHED_")}
+    proc = subprocess.Popen([sys.executable, "-m", "slurmsched", "--config", os.devnull, "history", "import",
+                             "--trace", str(swf.path), "--format", "swf", "--batch-size", "1000",
+                             "--db", f"sqlite:///{db}"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while _stored(db) == 0 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, stderr
+    match = re.fullmatch(r"error: import interrupted: (\d+) rows in (\d+) batches were imported \(each batch "
+                         r"whole\); importing the whole file again later adds only the rest\n", stderr)
+    assert match, stderr
+    assert int(match[1]) == _stored(db) == 1000 * int(match[2]) > 0
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def _stored(db: Path) -> int:
+    """Rows in the ``jobs`` table of the SQLite file ``db`` (0 before it has one)."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0

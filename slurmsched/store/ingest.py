@@ -189,11 +189,17 @@ def import_trace(repo: SqlJobRepository, path: str | Path, fmt: str, *, cluster:
         cluster: name for jobs whose format carries none; default :func:`trace_cluster_name`.
 
     Raises:
-        TraceFormatError: the file cannot be read (also part-way: a truncated gzip).
+        TraceFormatError: the file cannot be read (also part-way: a truncated gzip), or it
+            has rows and not one of them reads as ``fmt`` (most likely the wrong format).
         StoreError: a batch could not be written (see :func:`import_items`).
     """
-    return import_items(repo, iter_trace(path, fmt), cluster=cluster or trace_cluster_name(path),
-                        batch_size=batch_size, progress=progress)
+    report = import_items(repo, iter_trace(path, fmt), cluster=cluster or trace_cluster_name(path),
+                          batch_size=batch_size, progress=progress)
+    if report.bad_lines and not report.rows and not report.no_processors:
+        first = report.bad_lines[0]
+        raise TraceFormatError(f"{path}: none of its {len(report.bad_lines)} rows reads as {fmt} (line "
+                               f"{first.lineno}: {first.reason}): wrong format?")
+    return report
 
 
 def import_accounting(repo: SqlJobRepository, gateway: SlurmGateway, since: float, *,

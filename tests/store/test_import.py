@@ -154,6 +154,19 @@ def test_truncated_gzip_is_a_trace_error(repo: SqlJobRepository, tmp_path: Path)
     assert f"({stored} rows in {stored // 500} batches were imported before it;" in str(err.value)
 
 
+def test_a_file_of_another_format_is_an_error_not_an_empty_import(repo: SqlJobRepository, tmp_path: Path,
+                                                                   cli, db_url: str) -> None:
+    csv = tmp_path / "jobs.csv"
+    csv.write_text("job_id,user,submit_time\n1,alice,2020-01-01 00:00:00\n2,bob,2020-01-01 00:01:00\n")
+    with pytest.raises(TraceFormatError) as err:
+        import_trace(repo, csv, "swf")
+    assert str(err.value) == (f"{csv}: none of its 3 rows reads as swf (line 1: expected 18 SWF fields, "
+                              "found 1): wrong format?")
+    wrong = cli("history", "import", "--trace", str(csv), "--format", "swf", "--db", db_url)
+    assert wrong.returncode == 2 and wrong.stderr == f"error: {err.value}\n"
+    assert repo.count_jobs() == 0
+
+
 def test_cluster_name_from_file_name() -> None:
     assert trace_cluster_name("/x/HPC2N-2002-2.2-cln.swf.gz") == "HPC2N-2002-2.2-cln"
     assert trace_cluster_name("itp.tar.gz:cluster04.csv") == "itp"

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
               envvar="SLURMSCHED_SIMULATE_POLICY", allow_from_autoenv=False, show_envvar=True,
               help="Comma-separated policies: fifo, sjf, qssf, qssf-noaging, qssf-helios, multifactor; a "
                    "policy with other settings as NAME:KEY=VALUE[:KEY=VALUE], e.g. qssf:max_wait_h=48 (a key of "
-                   "its [policy.qssf] table, planner.KEY, or predictor=NAME; a list in brackets: "
+                   "its [policy.qssf] table, planner.KEY, or predictor=NAME, oracle for the true run times; a list in "
+                   "brackets: "
                    "planner.protected_qos=[a,b]).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               envvar="SLURMSCHED_SIMULATE_OUT", allow_from_autoenv=False,

@@ -29,7 +29,10 @@ the next cycle, at most ``daemon.interval_s`` after it arrives.
 A policy with a daemon can also be run with other settings, side by side with its
 defaults: ``qssf:max_wait_h=48:halflife_h=6`` is ``qssf`` with those two arguments of
 ``[policy.qssf]`` changed, ``qssf:planner.level_ratio=1.5`` with a planner setting
-changed (:func:`configured`), and ``qssf:predictor=last2`` with another predictor.
+changed (:func:`configured`), and ``qssf:predictor=last2`` with another predictor;
+``qssf:predictor=oracle`` runs the daemon's policy, guard included, on the true run times:
+what ordering and guard would reach with perfect predictions, so the distance from it to
+``qssf`` is the predictor's.
 This is how an admin compares candidate settings on the same workload before changing
 the live daemon's configuration.
 """
@@ -76,7 +79,7 @@ class SimPolicy:
 SIM_POLICIES: dict[str, SimPolicy] = {p.name: p for p in (
     SimPolicy("fifo", "Slurm alone, age priority: first come, first served with EASY backfill"),
     SimPolicy("sjf", "oracle: qssf-noaging fed the true run times (the limit of duration ordering)",
-              "qssf-noaging", "oracle"),
+              "qssf-noaging", OraclePredictor.name),
     SimPolicy("qssf", "slurmsched: qssf with its predictor and aging guard (the daemon's defaults)",
               "qssf", "slurmsched"),
     SimPolicy("qssf-noaging", "slurmsched's qssf without the aging guard", "qssf-noaging", "slurmsched"),
@@ -165,10 +168,11 @@ def _parse_one(item: str, config: Config) -> SimPolicy:
     if predictor is not None and predictor != base.predictor:
         from slurmsched.predict.registry import check_predictor
 
-        if base.predictor == "oracle":
+        if base.predictor == OraclePredictor.name:
             raise ConfigError(f"--policy {item}: {name} predicts with the true run times; "
                               f"give qssf-noaging:{PREDICTOR_KEY}=NAME for the same policy with a predictor")
-        check_predictor(predictor, f"--policy {item}: {PREDICTOR_KEY}")
+        if predictor != OraclePredictor.name:
+            check_predictor(predictor, f"--policy {item}: {PREDICTOR_KEY}")
     written = [f"{k}={v}" for k, v in settings.items()]
     policy = dataclasses.replace(base, name=SETTING_SEP.join([name, *written]),
                                  description=f"{base.description}; with {', '.join(written)}",
@@ -254,7 +258,7 @@ def engine_factory(policy: SimPolicy, config: Config, durations: Mapping[int, fl
         daemon_config = dataclasses.replace(config, daemon=daemon)
 
         predictor: Predictor
-        if predictor_name == "oracle":
+        if predictor_name == OraclePredictor.name:
             predictor = OraclePredictor(durations)
             if plugin is not None:
                 plugin.use_truth(durations)

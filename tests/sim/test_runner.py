@@ -107,6 +107,15 @@ def test_duration_ordering_beats_fifo_and_the_oracle_bounds_it() -> None:
     assert comparison.run("multifactor").result.cycles == 0
 
 
+def test_the_oracle_predictor_is_a_variant_too() -> None:
+    """``qssf-noaging:predictor=oracle`` is ``sjf`` by another name: the same daemon on the true run times."""
+    comparison = compare(small_workload(jobs=120, seed=6), ClusterSpec.uniform(2, 4), "given",
+                         parse_policies("sjf,qssf-noaging:predictor=oracle,qssf-noaging"), Config())
+    sjf, named, learned = (comparison.run(n) for n in ("sjf", "qssf-noaging:predictor=oracle", "qssf-noaging"))
+    assert (named.result.outcomes, named.result.rpcs) == (sjf.result.outcomes, sjf.result.rpcs)
+    assert learned.result.outcomes != sjf.result.outcomes
+
+
 def test_policy_names_are_checked() -> None:
     assert [p.name for p in parse_policies("fifo, sjf,fifo")] == ["fifo", "sjf"]
     with pytest.raises(ConfigError, match="unknown policy 'lifo'"):
@@ -139,6 +148,8 @@ def test_policy_variants_are_parsed_and_checked() -> None:
     assert configured(planner, config).policy == config.policy
     (simple,) = parse_policies("qssf:predictor=last2")
     assert simple.predictor == "last2" and configured(simple, config) == config
+    (perfect,) = parse_policies("qssf:predictor=oracle")
+    assert perfect.predictor == "oracle" and perfect.engine_policy == "qssf"
     for text, message in [
         ("qssf:max_wait_h=abc", "--policy qssf:max_wait_h=abc: policy.qssf.max_wait_h must be a number"),
         ("qssf:maxwait=1", "unknown key policy.qssf.maxwait"),

@@ -183,6 +183,29 @@ def _describe_decision(at: float, d: Decision) -> str:
     return f"{_when(at)}  {d.kind} {change}  [{d.outcome}]  {d.reason}"
 
 
+def _now_line(config: Config, job_id: int) -> str:
+    """``now: ...``: the job as Slurm shows it at this moment, or why that is unknown.
+
+    explain's story comes from the database and stays useful while slurmctld is down, so
+    a Slurm that does not answer is reported on this line, not raised.
+    """
+    from slurmsched.gateway import make_gateway
+
+    try:
+        snap = make_gateway(config).snapshot()
+    except SlurmError as exc:
+        return f"now: unknown, Slurm did not answer ({exc})"
+    job = next((j for j in snap.jobs if j.job_id == job_id), None)
+    if job is None:
+        return "now: not in Slurm's queue (finished, cancelled or removed)"
+    if job.state.value != "PENDING":
+        return f"now: {job.state.value}" + (f" since {_when(job.start_time)}" if job.start_time else "")
+    ahead = sum(1 for j in snap.pending if j.partition == job.partition and (j.priority or 0) > (job.priority or 0))
+    return (f"now: PENDING ({job.reason or 'None'}): priority {job.priority}, SiteFactor "
+            f"{'-' if job.site_factor is None else job.site_factor}, {ahead} job{'s' if ahead != 1 else ''} "
+            f"ahead in {job.partition}")
+
+
 @click.command("explain")
 @click.argument("job_id", type=JobId())
 @click.pass_context
@@ -197,6 +220,7 @@ def explain(ctx: click.Context, job_id: int) -> None:
         click.echo(f"no record of job {job_id}: slurmsched has not seen it pending", err=True)
         ctx.exit(1)
     click.echo(f"job {job_id}")
+    click.echo(_now_line(config, job_id))
     if prediction is not None:
         click.echo(f"prediction: {_hours(prediction.estimate_s)} (likely {_hours(prediction.low_s)} to "
                    f"{_hours(prediction.high_s)}), from {prediction.source}"

@@ -62,6 +62,27 @@ def test_explain_shows_prediction_source_score_rank_and_every_action(daemon_env,
 
 
 @pytest.mark.slurm
+def test_explain_says_what_slurm_shows_now_even_after_the_job_left(daemon_env, busy):
+    job = busy.submit("--gres=gpu:1", "-t", "10", name="now")
+    assert daemon_env.cli("run", "--once").exit_code == 0
+    factor = daemon_env.site_factors([job])[job]
+    pending = daemon_env.cli("explain", str(job))
+    assert pending.exit_code == 0, pending.output
+    assert re.search(rf"^now: PENDING \(\w+\): priority \d+, SiteFactor {factor}, 0 jobs ahead in \S+$",
+                     pending.stdout, re.M), pending.stdout
+    busy.cluster.run("scancel", str(job))
+    busy.wait_state(job, {"CANCELLED", ""}, timeout=30)
+    gone = daemon_env.cli("explain", str(job))
+    assert gone.exit_code == 0, gone.output
+    assert "now: not in Slurm's queue (finished, cancelled or removed)" in gone.stdout  # not only "untouched"
+    daemon_env.point_at_closed_slurm()
+    down = daemon_env.cli("explain", str(job))
+    assert down.exit_code == 0, down.output
+    assert re.search(r"^now: unknown, Slurm did not answer \(.+\)$", down.stdout, re.M), down.stdout
+    assert "in force:" in down.stdout  # the recorded story is still told
+
+
+@pytest.mark.slurm
 def test_status_lists_cycles_changes_and_prediction_error(daemon_env, busy):
     daemon_env.seed_history("quick", [2, 3, 2])
     job = busy.submit("--gres=gpu:1", "-t", "5", name="quick", wrap="sleep 2")

@@ -102,8 +102,9 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
     Raises:
         StoreError: a batch could not be written; it was rolled back whole, the batches
             before it stay, and the message says how far the import got.
-        TraceFormatError: ``items`` failed part-way (a truncated file); the batches read
-            before stay, and the message says how many rows they held.
+        TraceFormatError: ``items`` failed (a missing file, a header without the format's
+            columns) or failed part-way (a truncated file); the batches read before stay,
+            and the message says how many rows they held, or that nothing was imported.
         ImportInterrupted: Ctrl-C (``KeyboardInterrupt``) part-way; the batch being
             written is finished first, the batches written stay, and the message says how
             many rows they held.
@@ -155,8 +156,9 @@ def import_items(repo: SqlJobRepository, items: Iterable[TraceItem], *, cluster:
             settle()
         except TraceFormatError as exc:  # the file ends early: the batches sent so far stay
             settle()
-            raise TraceFormatError(f"{exc} ({rows} rows in {batches} batches were imported before it; "
-                                   f"{_RESUME})") from None
+            so_far = (f"{rows} rows in {batches} batches were imported before it; {_RESUME}" if batches
+                      else "nothing was imported")
+            raise TraceFormatError(f"{exc} ({so_far})") from None
         except KeyboardInterrupt:
             settle()
             raise ImportInterrupted(f"import interrupted: {rows} rows in {batches} batches were imported "

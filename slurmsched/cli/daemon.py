@@ -23,7 +23,7 @@ from slurmsched.cli.params import Duration, JobId
 from slurmsched.config import Config
 from slurmsched.errors import SlurmError, SlurmschedError
 from slurmsched.model import Decision
-from slurmsched.store.protocol import JobRepository
+from slurmsched.store.protocol import CycleSummary, JobRepository
 
 if TYPE_CHECKING:
     from slurmsched.store.repository import SqlJobRepository
@@ -116,6 +116,16 @@ def _prediction_error(repo: JobRepository, now: float, limit: int = 200) -> tupl
     return len(errors), statistics.median(errors), sum(e <= 1.0 for e in errors) / len(errors)
 
 
+def _stalled(last: CycleSummary, interval_s: float, now: float) -> str | None:
+    """A warning when no cycle has started for over two intervals after the last one ended
+    (and a minute of slack): the daemon is stopped or stuck. None while cycles come on time.
+    """
+    overdue = now - (last.started_at + last.duration_s) - 2 * interval_s - 60
+    if overdue <= 0:
+        return None
+    return f"WARNING: no cycle for {_hours(now - last.started_at)} (interval {interval_s:g} s): is 'slurmsched run' running?"
+
+
 @click.command("status")
 @click.option("--cycles", type=click.IntRange(1, 1000), default=10, show_default=True,
               envvar="SLURMSCHED_STATUS_CYCLES", show_envvar=True, help="How many recent cycles to list.")
@@ -141,6 +151,9 @@ def status(ctx: click.Context, cycles: int) -> None:
         last = recent[0]
         click.echo(f"last cycle {last.cycle_id} at {_when(last.started_at)} ({now - last.started_at:.0f} s ago, "
                    f"{last.kind}): {last.pending} pending, {last.running} running")
+        stalled = _stalled(last, config.daemon.interval_s, now)
+        if stalled:
+            click.echo(stalled)
         click.echo(f"{'cycle':>7} {'started':19} {'took':>7} {'pending':>8} {'running':>8} {'actions':>8} "
                    f"{'failed':>7}  mode")
         for c in recent:

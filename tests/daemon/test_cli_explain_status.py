@@ -19,23 +19,40 @@ from slurmsched.store.repository import SqlJobRepository
 CYCLE_ROW = re.compile(r"^ +(\d+) \d{4}-.* (\S+)$", re.M)
 
 
-def test_status_shows_what_kind_each_cycle_was(tmp_path):
+def _status(tmp_path, cycles: list[tuple[CycleKind, float]]):
+    """``slurmsched status`` over a fresh SQLite database holding ``cycles`` (kind, start
+    time), with ``interval_s = 60``."""
     url = f"sqlite:///{tmp_path / 'slurmsched.db'}"
     repo = SqlJobRepository.from_url(url, create=True)
     try:
         repo.upgrade()
-        for kind in (CycleKind.LIVE, CycleKind.DRY_RUN, CycleKind.REVERT, CycleKind.PAUSED):
-            cycle = repo.start_cycle(time.time(), kind)
+        for kind, started_at in cycles:
+            cycle = repo.start_cycle(started_at, kind)
             repo.finish_cycle(cycle, pending=2, running=1, actions=0, failed=0, timings={"total": 0.1})
     finally:
         repo.close()
     config = tmp_path / "slurmsched.toml"
-    config.write_text(f'[daemon]\nstate_dir = "{tmp_path}"\n[db]\nurl = "{url}"\n')
+    config.write_text(f'[daemon]\nstate_dir = "{tmp_path}"\ninterval_s = 60\n[db]\nurl = "{url}"\n')
     result = CliRunner().invoke(main, ["--config", str(config), "status"],
                                 env={k: None for k in os.environ if k.startswith("SLURMSCHED_")})
     assert result.exit_code == 0, result.output
+    return result
+
+
+def test_status_shows_what_kind_each_cycle_was(tmp_path):
+    result = _status(tmp_path, [(kind, time.time()) for kind in (CycleKind.LIVE, CycleKind.DRY_RUN,
+                                                                   CycleKind.REVERT, CycleKind.PAUSED)])
     assert re.search(r"^last cycle 4 at .* s ago, paused\): 2 pending, 1 running$", result.stdout, re.M), result.stdout
     assert CYCLE_ROW.findall(result.stdout) == [("4", "paused"), ("3", "revert"), ("2", "dry-run"), ("1", "live")]
+
+
+@pytest.mark.parametrize(("age_s", "warned"), [(5, False), (3 * 3600, True)])
+def test_status_warns_when_no_cycle_came_for_over_two_intervals(tmp_path, age_s, warned):
+    result = _status(tmp_path, [(CycleKind.LIVE, time.time() - age_s)])
+    warning = re.search(r"^WARNING: no cycle for 3\.00 h \(interval 60 s\): is 'slurmsched run' running\?$",
+                        result.stdout, re.M)
+    assert bool(warning) == warned, result.stdout
+    assert ("WARNING" in result.stdout) == warned
 
 
 @pytest.mark.slurm

@@ -199,15 +199,16 @@ def _describe_decision(at: float, d: Decision) -> str:
 def _now_line(config: Config, job_id: int) -> str:
     """``now: ...``: the job as Slurm shows it at this moment, or why that is unknown.
 
-    explain's story comes from the database and stays useful while slurmctld is down, so
-    a Slurm that does not answer is reported on this line, not raised.
+    explain's story comes from the database and stays useful while slurmctld is down or
+    on a host without Slurm's config, so why Slurm could not be read is reported on this
+    line, not raised.
     """
     from slurmsched.gateway import make_gateway
 
     try:
         snap = make_gateway(config).snapshot()
-    except SlurmError as exc:
-        return f"now: unknown, Slurm did not answer ({exc})"
+    except SlurmschedError as exc:
+        return f"now: unknown ({exc})"
     job = next((j for j in snap.jobs if j.job_id == job_id), None)
     if job is None:
         return "now: not in Slurm's queue (finished, cancelled or removed)"

@@ -95,8 +95,13 @@ def test_explain_says_what_slurm_shows_now_even_after_the_job_left(daemon_env, b
     daemon_env.point_at_closed_slurm()
     down = daemon_env.cli("explain", str(job))
     assert down.exit_code == 0, down.output
-    assert re.search(r"^now: unknown, Slurm did not answer \(.+\)$", down.stdout, re.M), down.stdout
+    assert re.search(r"^now: unknown \(.*did not answer.*\)$", down.stdout, re.M), down.stdout
     assert "in force:" in down.stdout  # the recorded story is still told
+    daemon_env.path.write_text(re.sub(r'^conf = ".*"$', 'conf = "/nonexistent.conf"', daemon_env.path.read_text(),
+                                      flags=re.M))
+    elsewhere = daemon_env.cli("explain", str(job))  # a host without Slurm's config
+    assert elsewhere.exit_code == 0, elsewhere.output
+    assert re.search(r"^now: unknown \(.*/nonexistent\.conf.*\)$", elsewhere.stdout, re.M), elsewhere.stdout
 
 
 @pytest.mark.slurm

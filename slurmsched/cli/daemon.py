@@ -239,7 +239,9 @@ def explain(ctx: click.Context, job_id: int) -> None:
         click.echo(f"prediction: {_hours(prediction.estimate_s)} (likely {_hours(prediction.low_s)} to "
                    f"{_hours(prediction.high_s)}), from {prediction.source}"
                    + (f" [model {prediction.model_version}]" if prediction.model_version else ""))
-    ranks = [(at, d) for at, d in decisions if d.kind == "rank"]
+    # A cycle records a "rank" line only when the job's prediction changes; an action
+    # records the rank and score that made it, so the latest of either is the latest ranking.
+    ranks = [(at, d) for at, d in decisions if d.rank is not None]
     if ranks:
         at, last = ranks[-1]
         click.echo(f"latest ranking ({_when(at)}): #{last.rank}, {_service(last.score)}")

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from slurmsched.cli import main
+from slurmsched.model import Decision
 from slurmsched.store.protocol import CycleKind
 from slurmsched.store.repository import SqlJobRepository
 
@@ -53,6 +54,30 @@ def test_status_warns_when_no_cycle_came_for_over_two_intervals(tmp_path, age_s,
                         result.stdout, re.M)
     assert bool(warning) == warned, result.stdout
     assert ("WARNING" in result.stdout) == warned
+
+
+def test_explain_takes_the_latest_ranking_from_actions_too(tmp_path):
+    """The daemon records a "rank" line when a job's prediction changes; an aged job's
+    later SiteFactor change carries its newer rank and score."""
+    url = f"sqlite:///{tmp_path / 'slurmsched.db'}"
+    repo = SqlJobRepository.from_url(url, create=True)
+    try:
+        repo.upgrade()
+        for at, decision in [
+                (time.time() - 7200, Decision(7, "rank", "ranked", "on arrival", score=8 * 3600.0, rank=5)),
+                (time.time() - 60, Decision(7, "SetSiteFactor", "ok", "aged", "260013", "420021", 0.0, 1))]:
+            cycle = repo.start_cycle(at, CycleKind.LIVE)
+            repo.record_decisions(cycle, [decision])
+            repo.finish_cycle(cycle, pending=1, running=0, actions=0, failed=0, timings={"total": 0.1})
+    finally:
+        repo.close()
+    config = tmp_path / "slurmsched.toml"
+    config.write_text(f'[slurm]\nconf = "{tmp_path / "none.conf"}"\n[daemon]\nstate_dir = "{tmp_path}"\n'
+                      f'[db]\nurl = "{url}"\n')
+    result = CliRunner().invoke(main, ["--config", str(config), "explain", "7"],
+                                env={k: None for k in os.environ if k.startswith("SLURMSCHED_")})
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^latest ranking \(.*\): #1, aging guard reached$", result.stdout, re.M), result.stdout
 
 
 @pytest.mark.slurm

@@ -264,24 +264,31 @@ class QssfPolicy(ScoringPolicy):
             return text
         ticks, patience = self._ticks(job, now), self._patience(job, backlog_s, duration)
         waited, backlog_guard = ticks * self._step_s, self.patience_s(backlog_s)
-        guard = f"{self.args.max_wait_h:g} h guard"
+        guard = f"{_wait(self.guard_s)} guard"
         if patience > backlog_guard:
-            guard = f"{patience / 3600:.0f} h guard ({self.args.slowdown_factor:g} x {_span(duration)} expected run)"
+            guard = f"{_wait(patience)} guard ({self.args.slowdown_factor:g} x {_span(duration)} expected run)"
         elif patience > self.guard_s:
-            guard = (f"{patience / 3600:.0f} h guard ({self.args.backlog_factor:g} x {backlog_s / 3600:.0f} h"
-                     " backlog at arrival)")
+            guard = f"{_wait(patience)} guard ({self.args.backlog_factor:g} x {_wait(backlog_s)} backlog at arrival)"
         if waited >= patience:
-            return f"{text}; waited {waited / 3600:.0f} h: {guard} reached, ahead of every later job"
+            return f"{text}; waited {_wait(waited)}: {guard} reached, ahead of every later job"
         halved = self._halvings(ticks, patience)  # what score() applies while the guard holds
         if not halved:
-            return f"{text}; waiting {waited / 3600:.0f} h of {guard}, not aged yet"
-        return (f"{text}; waiting {waited / 3600:.0f} h of {guard}, score halved {halved:.2g}x"
+            return f"{text}; waiting {_wait(waited)} of {guard}, not aged yet"
+        return (f"{text}; waiting {_wait(waited)} of {guard}, score halved {halved:.2g}x"
                 f" -> {_gpu_time(service * 2.0 ** -halved, 2)}")
 
 
 def _gpu_time(service: float, digits: int) -> str:
     """GPU-hours to ``digits`` decimals from 0.1 GPU-h up, else GPU-seconds (``162 GPU-s``)."""
     return f"{service / 3600:.{digits}f} GPU-h" if service >= 360 else f"{service:.0f} GPU-s"
+
+
+def _wait(seconds: float) -> str:
+    """A wait or a guard in hours without trailing zeros, to one decimal from 10 h up
+    (``96 h``, ``12.5 h``), else to two (``3 h``, ``0.05 h``): a sub-hour guard or aging
+    step must not read ``waiting 0 h of 0 h guard``."""
+    hours = seconds / 3600
+    return f"{round(hours, 1 if hours >= 10 else 2):g} h"
 
 
 def _span(seconds: float) -> str:

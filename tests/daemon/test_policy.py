@@ -191,6 +191,15 @@ def test_an_uncertain_prediction_counts_its_expected_run_time() -> None:
     assert text.startswith("expected 6.7 h (median 1.8 h, 10-90% 0.2 h to 14.4 h) x 1 GPU = 6.7 GPU-h (cold start"), text
 
 
+def test_sub_hour_guards_and_waits_are_explained_in_fractions_of_an_hour() -> None:
+    policy = make_policy("qssf", {"max_wait_h": 0.05, "aging_step_h": 0.005, "halflife_h": 0.01,
+                                  "backlog_factor": 0, "slowdown_factor": 0})
+    text = policy.explain(job(1, gpus=4, submitted_h_ago=0.02), predicted(1, 2.0), NOW)
+    assert "; waiting 0.02 h of 0.05 h guard, score halved" in text, text  # not "waiting 0 h of 0 h guard"
+    expired = policy.explain(job(1, gpus=4, submitted_h_ago=0.25), predicted(1, 2.0), NOW)
+    assert "; waited 0.25 h: 0.05 h guard reached" in expired, expired
+
+
 def test_short_runs_are_explained_in_minutes_and_seconds() -> None:
     short = job(1, gpus=8)
     text = make_policy("qssf", {}).explain(short, Prediction(1, 20.0, 14.0, 20.0, "user+name history"), NOW)

@@ -22,8 +22,8 @@ from slurmsched.cli import get_config
 from slurmsched.cli.params import Duration, JobId
 from slurmsched.config import Config
 from slurmsched.errors import SlurmError, SlurmschedError
-from slurmsched.model import Decision
-from slurmsched.store.protocol import CycleSummary, JobRepository
+from slurmsched.model import Decision, JobRecord
+from slurmsched.store.protocol import AppliedChange, CycleSummary, JobRepository
 
 if TYPE_CHECKING:
     from slurmsched.store.repository import SqlJobRepository
@@ -196,28 +196,38 @@ def _describe_decision(at: float, d: Decision) -> str:
     return f"{_when(at)}  {d.kind} {change}  [{d.outcome}]  {d.reason}"
 
 
-def _now_line(config: Config, job_id: int) -> str:
-    """``now: ...``: the job as Slurm shows it at this moment, or why that is unknown.
+def _live_job(config: Config, job_id: int) -> tuple[JobRecord | None, str]:
+    """The job as Slurm shows it now, and the ``now: ...`` line saying so.
 
     explain's story comes from the database and stays useful while slurmctld is down or
-    on a host without Slurm's config, so why Slurm could not be read is reported on this
-    line, not raised.
+    on a host without Slurm's config, so why Slurm could not be read is reported on the
+    line, not raised. The job is None when it is not queued or Slurm could not be read.
     """
     from slurmsched.gateway import make_gateway
 
     try:
         snap = make_gateway(config).snapshot()
     except SlurmschedError as exc:
-        return f"now: unknown ({exc})"
+        return None, f"now: unknown ({exc})"
     job = next((j for j in snap.jobs if j.job_id == job_id), None)
     if job is None:
-        return "now: not in Slurm's queue (finished, cancelled or removed)"
+        return None, "now: not in Slurm's queue (finished, cancelled or removed)"
     if job.state.value != "PENDING":
-        return f"now: {job.state.value}" + (f" since {_when(job.start_time)}" if job.start_time else "")
+        return job, f"now: {job.state.value}" + (f" since {_when(job.start_time)}" if job.start_time else "")
     ahead = sum(1 for j in snap.pending if j.partition == job.partition and (j.priority or 0) > (job.priority or 0))
-    return (f"now: PENDING ({job.reason or 'None'}): priority {job.priority}, SiteFactor "
-            f"{'-' if job.site_factor is None else job.site_factor}, {ahead} job{'s' if ahead != 1 else ''} "
-            f"ahead in {job.partition}")
+    return job, (f"now: PENDING ({job.reason or 'None'}): priority {job.priority}, SiteFactor "
+                 f"{'-' if job.site_factor is None else job.site_factor}, {ahead} job{'s' if ahead != 1 else ''} "
+                 f"ahead in {job.partition}")
+
+
+def _in_force(change: AppliedChange, job: JobRecord | None) -> str:
+    """One change in force as the database records it, and where Slurm holds another
+    SiteFactor (set outside slurmsched), that value too."""
+    text = f"{change.kind} {change.original or '(none)'} -> {change.current}"
+    if (change.kind == "SetSiteFactor" and job is not None and job.state.value == "PENDING"
+            and str(job.site_factor) != change.current):
+        text += f" (but Slurm holds {job.site_factor}: set outside slurmsched?)"
+    return text
 
 
 @click.command("explain")
@@ -234,7 +244,8 @@ def explain(ctx: click.Context, job_id: int) -> None:
         click.echo(f"no record of job {job_id}: slurmsched has not seen it pending", err=True)
         ctx.exit(1)
     click.echo(f"job {job_id}")
-    click.echo(_now_line(config, job_id))
+    live, now_line = _live_job(config, job_id)
+    click.echo(now_line)
     if prediction is not None:
         click.echo(f"prediction: {_hours(prediction.estimate_s)} (likely {_hours(prediction.low_s)} to "
                    f"{_hours(prediction.high_s)}), from {prediction.source}"
@@ -245,7 +256,7 @@ def explain(ctx: click.Context, job_id: int) -> None:
     if ranks:
         at, last = ranks[-1]
         click.echo(f"latest ranking ({_when(at)}): #{last.rank}, {_service(last.score)}")
-    click.echo("in force: " + ("; ".join(f"{c.kind} {c.original or '(none)'} -> {c.current}" for c in in_force)
+    click.echo("in force: " + ("; ".join(_in_force(c, live) for c in in_force)
                                or "nothing (job untouched or restored)"))
     click.echo("history:")
     for at, decision in decisions:

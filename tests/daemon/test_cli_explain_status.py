@@ -112,6 +112,10 @@ def test_explain_says_what_slurm_shows_now_even_after_the_job_left(daemon_env, b
     assert pending.exit_code == 0, pending.output
     assert re.search(rf"^now: PENDING \(\w+\): priority \d+, SiteFactor {factor}, 0 jobs ahead in \S+$",
                      pending.stdout, re.M), pending.stdout
+    assert f"in force: SetSiteFactor 0 -> {factor}\n" in pending.stdout
+    busy.cluster.run("scontrol", "update", f"jobid={job}", "sitefactor=7")  # an admin's hand
+    overridden = daemon_env.cli("explain", str(job)).stdout
+    assert f"in force: SetSiteFactor 0 -> {factor} (but Slurm holds 7: set outside slurmsched?)\n" in overridden
     busy.cluster.run("scancel", str(job))
     busy.wait_state(job, {"CANCELLED", ""}, timeout=30)
     gone = daemon_env.cli("explain", str(job))

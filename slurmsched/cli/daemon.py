@@ -22,7 +22,8 @@ from slurmsched.cli import get_config
 from slurmsched.cli.params import Duration, JobId
 from slurmsched.config import Config
 from slurmsched.errors import SlurmError, SlurmschedError
-from slurmsched.model import Decision, JobRecord
+from slurmsched.model import Decision, JobRecord, Prediction
+from slurmsched.policy.qssf import gpu_time, span
 from slurmsched.store.protocol import AppliedChange, CycleSummary, JobRepository
 
 if TYPE_CHECKING:
@@ -40,12 +41,22 @@ def _hours(seconds: float) -> str:
 
 
 def _service(score: float | None) -> str:
-    """A QSSF score (GPU-seconds) for humans; 0 means the aging guard was reached."""
+    """A QSSF score (GPU-seconds) for humans, as the policy's reasons write it; 0 means
+    the aging guard was reached."""
     if score == 0:
         return "aging guard reached"
     if score is None:
         return "no score"
-    return f"score {score / 3600:.2f} GPU-h" if score >= 360 else f"score {score:.0f} GPU-s"
+    return f"score {gpu_time(score, 2)}"
+
+
+def _prediction(prediction: Prediction) -> str:
+    """``prediction: ...``: the estimate, its likely range when it has one, and its source,
+    in the units the policy's reasons use (``5 min`` there, not ``300 s`` here)."""
+    spread = (f" (likely {span(prediction.low_s)} to {span(prediction.high_s)})"
+              if prediction.low_s < prediction.high_s else "")
+    return (f"prediction: {span(prediction.estimate_s)}{spread}, from {prediction.source}"
+            + (f" [model {prediction.model_version}]" if prediction.model_version else ""))
 
 
 def _repository(config: Config):
@@ -247,9 +258,7 @@ def explain(ctx: click.Context, job_id: int) -> None:
     live, now_line = _live_job(config, job_id)
     click.echo(now_line)
     if prediction is not None:
-        click.echo(f"prediction: {_hours(prediction.estimate_s)} (likely {_hours(prediction.low_s)} to "
-                   f"{_hours(prediction.high_s)}), from {prediction.source}"
-                   + (f" [model {prediction.model_version}]" if prediction.model_version else ""))
+        click.echo(_prediction(prediction))
     # A cycle records a "rank" line only when the job's prediction changes; an action
     # records the rank and score that made it, so the latest of either is the latest ranking.
     ranks = [(at, d) for at, d in decisions if d.rank is not None]

@@ -253,12 +253,12 @@ class QssfPolicy(ScoringPolicy):
         duration, point = self.duration(job, prediction), _estimate(job, prediction)
         source = prediction.source if prediction is not None else "no prediction: time limit"
         if prediction is not None and duration != point:
-            stated = (f"expected {_span(duration)} (median {_span(point)}, 10-90%"
-                      f" {_span(prediction.low_s)} to {_span(prediction.high_s)})")
+            stated = (f"expected {span(duration)} (median {span(point)}, 10-90%"
+                      f" {span(prediction.low_s)} to {span(prediction.high_s)})")
         else:
-            stated = f"predicted {_span(duration)}"
+            stated = f"predicted {span(duration)}"
         service = self._service(job, duration)
-        amount = _gpu_time(service, 1)
+        amount = gpu_time(service, 1)
         text = f"{stated} x {_size_text(job, self.args.cpu_gpu_weight)} = {amount} ({source})"
         if self.guard_s is None:
             return text
@@ -266,7 +266,7 @@ class QssfPolicy(ScoringPolicy):
         waited, backlog_guard = ticks * self._step_s, self.patience_s(backlog_s)
         guard = f"{_wait(self.guard_s)} guard"
         if patience > backlog_guard:
-            guard = f"{_wait(patience)} guard ({self.args.slowdown_factor:g} x {_span(duration)} expected run)"
+            guard = f"{_wait(patience)} guard ({self.args.slowdown_factor:g} x {span(duration)} expected run)"
         elif patience > self.guard_s:
             guard = f"{_wait(patience)} guard ({self.args.backlog_factor:g} x {_wait(backlog_s)} backlog at arrival)"
         if waited >= patience:
@@ -275,10 +275,10 @@ class QssfPolicy(ScoringPolicy):
         if not halved:
             return f"{text}; waiting {_wait(waited)} of {guard}, not aged yet"
         return (f"{text}; waiting {_wait(waited)} of {guard}, score halved {halved:.2g}x"
-                f" -> {_gpu_time(service * 2.0 ** -halved, 2)}")
+                f" -> {gpu_time(service * 2.0 ** -halved, 2)}")
 
 
-def _gpu_time(service: float, digits: int) -> str:
+def gpu_time(service: float, digits: int) -> str:
     """GPU-hours to ``digits`` decimals from 0.1 GPU-h up, else GPU-seconds (``162 GPU-s``)."""
     return f"{service / 3600:.{digits}f} GPU-h" if service >= 360 else f"{service:.0f} GPU-s"
 
@@ -291,8 +291,8 @@ def _wait(seconds: float) -> str:
     return f"{round(hours, 1 if hours >= 10 else 2):g} h"
 
 
-def _span(seconds: float) -> str:
-    """A run time for ``explain``: hours to one decimal from 6 minutes up, else minutes or seconds."""
+def span(seconds: float) -> str:
+    """A run time for ``explain`` (the policy's reasons and the prediction line): hours to one decimal from 6 minutes up, else minutes or seconds."""
     if seconds >= 360:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"

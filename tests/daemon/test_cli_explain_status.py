@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from slurmsched.cli import main
-from slurmsched.model import Decision
+from slurmsched.model import Decision, Prediction
 from slurmsched.store.protocol import CycleKind
 from slurmsched.store.repository import SqlJobRepository
 
@@ -56,18 +56,17 @@ def test_status_warns_when_no_cycle_came_for_over_two_intervals(tmp_path, age_s,
     assert ("WARNING" in result.stdout) == warned
 
 
-def test_explain_takes_the_latest_ranking_from_actions_too(tmp_path):
-    """The daemon records a "rank" line when a job's prediction changes; an aged job's
-    later SiteFactor change carries its newer rank and score."""
+def _explain(tmp_path, cycles: list[tuple[float, list[Prediction], list[Decision]]]):
+    """``slurmsched explain 7`` over a fresh SQLite database holding ``cycles`` (start time,
+    predictions, decisions), with a slurm.conf that does not exist (Slurm is not read)."""
     url = f"sqlite:///{tmp_path / 'slurmsched.db'}"
     repo = SqlJobRepository.from_url(url, create=True)
     try:
         repo.upgrade()
-        for at, decision in [
-                (time.time() - 7200, Decision(7, "rank", "ranked", "on arrival", score=8 * 3600.0, rank=5)),
-                (time.time() - 60, Decision(7, "SetSiteFactor", "ok", "aged", "260013", "420021", 0.0, 1))]:
+        for at, predictions, decisions in cycles:
             cycle = repo.start_cycle(at, CycleKind.LIVE)
-            repo.record_decisions(cycle, [decision])
+            repo.record_predictions(cycle, predictions)
+            repo.record_decisions(cycle, decisions)
             repo.finish_cycle(cycle, pending=1, running=0, actions=0, failed=0, timings={"total": 0.1})
     finally:
         repo.close()
@@ -77,7 +76,28 @@ def test_explain_takes_the_latest_ranking_from_actions_too(tmp_path):
     result = CliRunner().invoke(main, ["--config", str(config), "explain", "7"],
                                 env={k: None for k in os.environ if k.startswith("SLURMSCHED_")})
     assert result.exit_code == 0, result.output
+    return result
+
+
+def test_explain_takes_the_latest_ranking_from_actions_too(tmp_path):
+    """The daemon records a "rank" line when a job's prediction changes; an aged job's
+    later SiteFactor change carries its newer rank and score."""
+    result = _explain(tmp_path, [
+        (time.time() - 7200, [], [Decision(7, "rank", "ranked", "on arrival", score=8 * 3600.0, rank=5)]),
+        (time.time() - 60, [], [Decision(7, "SetSiteFactor", "ok", "aged", "260013", "420021", 0.0, 1)])])
     assert re.search(r"^latest ranking \(.*\): #1, aging guard reached$", result.stdout, re.M), result.stdout
+
+
+def test_explain_states_the_prediction_in_the_units_of_the_reasons(tmp_path):
+    reason = "predicted 5 min x 1 GPU = 300 GPU-s (user mean of 3 runs); waiting 0 h of 96 h guard, not aged yet"
+    result = _explain(tmp_path, [(time.time(), [Prediction(7, 300.0, 300.0, 300.0, "user mean of 3 runs")],
+                                  [Decision(7, "rank", "ranked", reason, score=300.0, rank=1)])])
+    # not "300 s (likely 300 s to 300 s)" beside the reason's "5 min"
+    assert "\nprediction: 5 min, from user mean of 3 runs\n" in result.stdout, result.stdout
+    assert "\nlatest ranking (" in result.stdout and "): #1, score 300 GPU-s\n" in result.stdout
+    (tmp_path / "spread").mkdir()
+    spread = _explain(tmp_path / "spread", [(time.time(), [Prediction(7, 5400.0, 1800.0, 36000.0, "model")], [])])
+    assert "\nprediction: 1.5 h (likely 0.5 h to 10.0 h), from model\n" in spread.stdout, spread.stdout
 
 
 @pytest.mark.slurm
@@ -93,7 +113,7 @@ def test_explain_shows_prediction_source_score_rank_and_every_action(daemon_env,
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert text.startswith(f"job {long}\n")
-    assert re.search(r"^prediction: 1\.4\d h \(likely .* to .*\), from \S.*", text, re.M), text
+    assert re.search(r"^prediction: 1\.4 h( \(likely .* to .*\))?, from \S.*", text, re.M), text
     assert re.search(r"^latest ranking \(.*\): #2, score 2\.8\d GPU-h", text, re.M), text
     assert f"in force: SetSiteFactor 0 -> {factor}" in text
     assert re.search(r"rank #2 .*predicted 1\.4 h x 2 GPUs", text), text

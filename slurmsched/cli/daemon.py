@@ -173,8 +173,8 @@ def status(ctx: click.Context, cycles: int) -> None:
     kinds: dict[str, int] = {}
     for change in applied:
         kinds[change.kind] = kinds.get(change.kind, 0) + 1
-    click.echo("changes in force: " + (", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none")
-               + f" on {len({c.job_id for c in applied})} jobs")
+    click.echo("changes in force: " + (", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+                                       + f" on {len({c.job_id for c in applied})} jobs" if applied else "none"))
     if error is None:
         click.echo("prediction error: no finished job with a prediction yet")
     else:

@@ -14,7 +14,7 @@ import statistics
 import time
 from contextlib import closing
 from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Sequence, cast
 
 import click
 
@@ -127,10 +127,17 @@ def _prediction_error(repo: JobRepository, now: float, limit: int = 200) -> tupl
     return len(errors), statistics.median(errors), sum(e <= 1.0 for e in errors) / len(errors)
 
 
-def _stalled(last: CycleSummary, interval_s: float, now: float) -> str | None:
+def _stalled(recent: Sequence[CycleSummary], interval_s: float, now: float) -> str | None:
     """A warning when no cycle has started for over two intervals after the last one ended
     (and a minute of slack): the daemon is stopped or stuck. None while cycles come on time.
+
+    The interval is the config's, or the median gap between the listed cycles of the last
+    one's kind when that is longer (a daemon started with a longer ``run --interval``).
     """
+    last = recent[0]
+    starts = [c.started_at for c in recent if c.kind == last.kind]
+    gaps = [a - b for a, b in zip(starts, starts[1:])]
+    interval_s = max(interval_s, statistics.median(gaps)) if gaps else interval_s
     overdue = now - (last.started_at + last.duration_s) - 2 * interval_s - 60
     if overdue <= 0:
         return None
@@ -162,7 +169,7 @@ def status(ctx: click.Context, cycles: int) -> None:
         last = recent[0]
         click.echo(f"last cycle {last.cycle_id} at {_when(last.started_at)} ({now - last.started_at:.0f} s ago, "
                    f"{last.kind}): {last.pending} pending, {last.running} running")
-        stalled = _stalled(last, config.daemon.interval_s, now)
+        stalled = _stalled(recent, config.daemon.interval_s, now)
         if stalled:
             click.echo(stalled)
         click.echo(f"{'cycle':>7} {'started':19} {'took':>7} {'pending':>8} {'running':>8} {'actions':>8} "

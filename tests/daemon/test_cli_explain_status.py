@@ -57,6 +57,15 @@ def test_status_warns_when_no_cycle_came_for_over_two_intervals(tmp_path, age_s,
     assert ("WARNING" in result.stdout) == warned
 
 
+@pytest.mark.parametrize(("gap_s", "warned"), [(900, False), (60, True)])
+def test_status_counts_the_interval_the_daemon_runs_at(tmp_path, gap_s, warned):
+    """A daemon started with ``run --interval 900`` is not overdue 20 minutes after its last
+    cycle (the config says 60 s); one cycling every 60 s is."""
+    last = time.time() - 1200
+    result = _status(tmp_path, [(CycleKind.LIVE, last - i * gap_s) for i in (3, 2, 1, 0)])
+    assert ("WARNING: no cycle for" in result.stdout) == warned, result.stdout
+
+
 def _explain(tmp_path, cycles: list[tuple[float, list[Prediction], list[Decision]]]):
     """``slurmsched explain 7`` over a fresh SQLite database holding ``cycles`` (start time,
     predictions, decisions), with a slurm.conf that does not exist (Slurm is not read)."""

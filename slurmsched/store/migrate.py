@@ -11,7 +11,9 @@ lines per command); those lines show only when slurmsched logs at debug (``-vv``
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 def _quiet_alembic() -> None:
@@ -32,13 +34,15 @@ from alembic.config import Config as AlembicConfig  # noqa: E402
 from alembic.runtime.migration import MigrationContext  # noqa: E402
 from alembic.script import ScriptDirectory  # noqa: E402
 from alembic.util import CommandError  # noqa: E402
-from sqlalchemy import Connection, Engine  # noqa: E402
+from sqlalchemy import Connection, Engine, text  # noqa: E402
 
 import slurmsched.migrations  # noqa: E402
 from slurmsched.store.connect import WRITE_LOCK  # noqa: E402
 
 SCRIPTS = Path(slurmsched.migrations.__file__).resolve().parent
 EMPTY = "empty"
+#: Key of the PostgreSQL advisory lock that concurrent upgrades take turns on ("sched").
+_UPGRADE_LOCK_KEY = 0x7363686564
 
 
 def _alembic_config(connection: Connection | None = None) -> AlembicConfig:
@@ -71,9 +75,32 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Migrate the database to ``revision`` (each step in its own transaction)."""
-    with engine.connect() as conn:
+    """Migrate the database to ``revision`` (each step in its own transaction).
+
+    Upgrades run at the same time (two ``db upgrade``, or one beside the first
+    ``history import`` into an empty database) take turns, so the later one finds the
+    steps done instead of failing on tables the other created.
+    """
+    with engine.connect() as conn, _one_upgrade_at_a_time(conn):
         conn.execution_options(**{WRITE_LOCK: True})
         command.upgrade(_alembic_config(conn), revision)
         conn.commit()
 
+
+@contextmanager
+def _one_upgrade_at_a_time(conn: Connection) -> Iterator[None]:
+    """Hold PostgreSQL's upgrade advisory lock on ``conn`` for the block (SQLite's write lock,
+    taken by every step, already lets one writer in at a time).
+
+    The lock belongs to the database session, so the connection is closed afterwards rather
+    than returned to the pool: that releases it however the block ended.
+    """
+    if conn.dialect.name != "postgresql":
+        yield
+        return
+    try:
+        conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _UPGRADE_LOCK_KEY})
+        conn.commit()
+        yield
+    finally:
+        conn.invalidate()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,3 +164,22 @@ def test_db_commands_on_a_newer_schema_say_to_upgrade_slurmsched(db_url: str, cl
     assert upgrade.returncode == 2
     assert "database schema is at f00d, newer than this slurmsched knows" in upgrade.stderr
     assert "internal error" not in upgrade.stderr
+
+
+
+@pytest.mark.slow
+def test_concurrent_upgrades_of_an_empty_database_take_turns(db_url: str) -> None:
+    SqlJobRepository.from_url(db_url, create=True).close()  # the SQLite file, made once
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURMSCHED_")}
+    procs = [subprocess.Popen([sys.executable, "-m", "slurmsched", "--config", os.devnull, "db", "upgrade",
+                               "--db", db_url], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, text=True) for _ in range(8)]
+    try:
+        errors = [proc.communicate(timeout=60)[1] for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+    assert [proc.returncode for proc in procs] == [0] * 8, errors
+    repo = SqlJobRepository.from_url(db_url)
+    assert repo.schema_revision() == migrate.head_revision()
+    repo.close()

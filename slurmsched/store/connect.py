@@ -8,6 +8,7 @@ PostgreSQL is reached with psycopg 3
 
 from __future__ import annotations
 
+import logging
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -68,9 +69,25 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, cre
     try:
         if parsed.get_backend_name() == "sqlite":
             return _sqlite_engine(parsed, busy_timeout_s, create, state_dir)
+        logging.getLogger("psycopg").addFilter(_REDUNDANT_PSYCOPG_WARNING)  # adding it again is a no-op
         return create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ImportError) as exc:
         raise StoreError(f"no driver for {display_url(parsed)}: {exc} (pip install 'slurmsched[postgres]')") from None
+
+
+class _RedundantPsycopgWarning(logging.Filter):
+    """Drops psycopg's "error ignored terminating <Pipeline ...>" warning.
+
+    psycopg logs it when a failed statement of a batch (an ``executemany``, run in
+    pipeline mode) also fails the pipeline's end; the statement's own error is raised
+    and reported as one :class:`StoreError` line, so the warning only adds a second one.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102 - logging API
+        return not record.getMessage().startswith("error ignored terminating")
+
+
+_REDUNDANT_PSYCOPG_WARNING = _RedundantPsycopgWarning()
 
 
 #: Execution option that makes a transaction start with ``BEGIN IMMEDIATE`` on SQLite.

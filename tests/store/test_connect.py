@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import stat
 import threading
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from slurmsched.errors import StoreError
-from slurmsched.model import JobRecord
+from slurmsched.model import JobRecord, JobState
 from slurmsched.store.repository import SqlJobRepository
 
 
@@ -106,3 +107,20 @@ def test_unwritable_state_dir(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(StoreError, match="cannot create database file"):
         SqlJobRepository.from_url(f"sqlite:///{blocker / 'slurmsched.db'}", create=True)
+
+
+@pytest.mark.postgres
+def test_a_batch_postgresql_refuses_is_reported_in_one_line(postgres_url: str,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    repo = SqlJobRepository.from_url(postgres_url)
+    repo.upgrade()
+    # A row PostgreSQL refuses early in a large batch: the pipeline's end fails too.
+    jobs = [JobRecord(job_id=i, user="u", submit_time=1e9 + i, cpus=2**40 if i == 2 else 1, cluster="c",
+                      state=JobState.COMPLETED, end_time=1e9 + i + 60) for i in range(1, 1001)]
+    try:
+        for _ in range(3):
+            with caplog.at_level(logging.WARNING), pytest.raises(StoreError, match="integer out of range"):
+                repo.ingest_finished(jobs)
+    finally:
+        repo.close()
+    assert caplog.records == []

@@ -21,6 +21,9 @@ TRACE_EPOCH = 1_577_836_800.0
 #: Bound on a field's magnitude: beyond it a job id, size, time or memory is no job's, and
 #: no 64-bit SQL integer (SQLite's, PostgreSQL's ``bigint``) could store it.
 MAX_FIELD = 2.0 ** 63
+#: Bound on a count (nodes, processors, GPUs): the jobs table stores counts as 32-bit SQL
+#: integers (PostgreSQL's ``integer``), and no job is that big.
+MAX_COUNT = 2 ** 31 - 1
 #: Start of the Helios Venus slice's window (2020-09-01T00:00:00Z); its submit times count from here.
 HELIOS_EPOCH = 1_598_918_400.0
 
@@ -112,6 +115,15 @@ def integer(text: str, what: str) -> int:
     if value != int(value):
         raise RowError(f"{what} is not an integer ({text!r})")
     return int(value)
+
+
+def count(text: str, what: str) -> int:
+    """Parse a count field (nodes, processors, GPUs) as :func:`integer`, raising
+    :class:`RowError` when its magnitude exceeds :data:`MAX_COUNT`."""
+    value = integer(text, what)
+    if abs(value) > MAX_COUNT:
+        raise RowError(f"{what} is out of range ({text!r})")
+    return value
 
 
 def utc_timestamp(text: str, what: str) -> float:

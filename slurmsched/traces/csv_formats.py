@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator, TypedDict
 
 from slurmsched.model import JobRecord, JobState
-from slurmsched.traces.base import (HELIOS_EPOCH, TRACE_EPOCH, Numbered, RowError, duration, integer, iter_csv,
+from slurmsched.traces.base import (HELIOS_EPOCH, TRACE_EPOCH, Numbered, RowError, count, duration, integer, iter_csv,
                                     number, utc_timestamp)
 
 _HELIOS_STATES = {"CANCELED": JobState.CANCELLED}
@@ -35,8 +35,8 @@ def _helios_row(row: dict[str, str], _: int) -> JobRecord:
         submit_time=submit,
         partition=row["tenant"].strip(),
         state=_HELIOS_STATES.get(status) or JobState.parse(status),
-        nodes=max(1, integer(row["num_nodes"], "num_nodes")),
-        gpus=integer(row["num_chips"], "num_chips"),
+        nodes=max(1, count(row["num_nodes"], "num_nodes")),
+        gpus=count(row["num_chips"], "num_chips"),
         gpu_type=row.get("chip_type", "").strip() or None,
         **_ran(submit, duration(row["duration_s"], "duration_s")),
     )
@@ -57,7 +57,7 @@ def _philly_row(row: dict[str, str], row_number: int) -> JobRecord:
         cluster="philly",
         partition=row["cluster"].strip(),
         state=JobState.COMPLETED,
-        gpus=integer(row["num_gpus"], "num_gpus"),
+        gpus=count(row["num_gpus"], "num_gpus"),
         **_ran(submit, duration(row["duration"], "duration")),
     )
 
@@ -78,7 +78,7 @@ def iter_itp(lines: Iterable[str], source: str, cluster: str, reason_prefix: str
             submit_time=submit,
             cluster=cluster,
             state=JobState.COMPLETED,
-            gpus=integer(row["num_gpu"], "num_gpu"),
+            gpus=count(row["num_gpu"], "num_gpu"),
             **_ran(submit, duration(row["duration"], "duration")),
         )
 
@@ -105,9 +105,9 @@ def _eagle_row(row: dict[str, str], _: int) -> JobRecord:
         start_time=start,
         end_time=end,
         time_limit_s=int(round(limit)) if limit > 0 else None,
-        nodes=max(1, integer(row["nodes_req"], "nodes_req")),
-        cpus=max(1, integer(row["processors_req"], "processors_req")),
-        gpus=max(0, integer(row["gpus_req"], "gpus_req")),
+        nodes=max(1, count(row["nodes_req"], "nodes_req")),
+        cpus=max(1, count(row["processors_req"], "processors_req")),
+        gpus=max(0, count(row["gpus_req"], "gpus_req")),
         memory_mb=int(memory) if memory > 0 else None,
     )
 

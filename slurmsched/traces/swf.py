@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from slurmsched.model import JobRecord, JobState
-from slurmsched.traces.base import TRACE_EPOCH, BadLine, Numbered, RowError, integer, number, open_text, reading
+from slurmsched.traces.base import TRACE_EPOCH, BadLine, Numbered, RowError, count, integer, number, open_text, reading
 
 _FIELDS = 18
 _STATUS = {1: JobState.COMPLETED, 0: JobState.FAILED, 4: JobState.FAILED, 5: JobState.CANCELLED}
@@ -114,9 +114,9 @@ def _parse_row(fields: list[str], header: SwfHeader, epoch: float) -> JobRecord:
         raise RowError("submit time (field 2) is missing")
     wait = number(fields[2], "wait time (field 3)")
     run = number(fields[3], "run time (field 4)")
-    procs = integer(fields[4], "allocated processors (field 5)")
+    procs = count(fields[4], "allocated processors (field 5)")
     if procs <= 0:
-        procs = integer(fields[7], "requested processors (field 8)")
+        procs = count(fields[7], "requested processors (field 8)")
     procs = max(procs, 0)  # a well-formed row may give none (0 or -1): a job without processors
     requested = number(fields[8], "requested time (field 9)")
     status = integer(fields[10], "status (field 11)")

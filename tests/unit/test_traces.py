@@ -105,6 +105,20 @@ def test_swf_field_beyond_64_bits_is_an_unreadable_line(tmp_path: Path, field: i
     assert [b.reason.endswith("is out of range ('1e20')") for b in bad(items)] == [True]
 
 
+@pytest.mark.parametrize("field", [4, 7])  # allocated, requested processors
+def test_swf_count_beyond_32_bits_is_an_unreadable_line(tmp_path: Path, field: int) -> None:
+    """The jobs table stores counts as 32-bit integers (PostgreSQL's ``integer``): a row
+    of 99999999999 processors is one bad line, not a batch the database refuses."""
+    huge = swf_line(2, procs=4 if field == 4 else -1).split()  # requested counts when none were allocated
+    huge[field] = "99999999999"
+    path = tmp_path / "t.swf"
+    path.write_text(SWF_HEADER + swf_line(1) + " ".join(huge) + "\n" + swf_line(3))
+    items = list(iter_trace(path, "swf"))
+    assert [j.job_id for j in records(items)] == [1, 3]
+    assert [b.reason for b in bad(items)] == [
+        f"{'allocated' if field == 4 else 'requested'} processors (field {field + 1}) is out of range ('99999999999')"]
+
+
 HELIOS = """# comment line
 job_id,user,tenant,class,submit_time,num_chips,chip_type,num_nodes,duration_s,walltime_limit_s,final_status
 10,alice,vcA,finetune,2000000,8,,1,120.0,120.0,COMPLETED

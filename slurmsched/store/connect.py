@@ -70,7 +70,10 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, cre
         if parsed.get_backend_name() == "sqlite":
             return _sqlite_engine(parsed, busy_timeout_s, create, state_dir)
         logging.getLogger("psycopg").addFilter(_REDUNDANT_PSYCOPG_WARNING)  # adding it again is a no-op
-        return create_engine(parsed, pool_pre_ping=True)
+        # Plan every statement when it runs: psycopg would prepare one run five times and
+        # keep its generic plan, which, made while a first import's table was still empty,
+        # scanned the whole table on every later lookup of the import.
+        return create_engine(parsed, pool_pre_ping=True, connect_args={"prepare_threshold": None})
     except (NoSuchModuleError, ImportError) as exc:
         raise StoreError(f"no driver for {display_url(parsed)}: {exc} (pip install 'slurmsched[postgres]')") from None
 

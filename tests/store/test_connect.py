@@ -124,3 +124,17 @@ def test_a_batch_postgresql_refuses_is_reported_in_one_line(postgres_url: str,
     finally:
         repo.close()
     assert caplog.records == []
+
+
+@pytest.mark.postgres
+def test_postgres_plans_each_statement_when_it_runs(postgres_url: str) -> None:
+    """No prepared statements: psycopg prepares a statement run five times and keeps its
+    generic plan, and ``stored_attempts``'s plan, made while a first import's table was
+    still empty, scanned the whole table on every later lookup (HPC2N's 202,871 jobs into
+    a table not yet analysed: see the commit that set this)."""
+    repo = SqlJobRepository.from_url(postgres_url)
+    try:
+        with repo.engine.connect() as conn:
+            assert conn.connection.driver_connection.prepare_threshold is None
+    finally:
+        repo.close()

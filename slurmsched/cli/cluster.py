@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Sequence
+from typing import Any, Sequence
 
 import click
 
@@ -64,9 +64,24 @@ def render_snapshot(snap: ClusterSnapshot) -> list[str]:
     return [*lines, "", *_table(node_rows)]
 
 
+#: Version of ``queue --json``'s document (its ``format`` key), raised when a key changes meaning or goes.
+QUEUE_JSON_FORMAT = 1
+
+
+def snapshot_document(snap: ClusterSnapshot) -> dict[str, Any]:
+    """``queue --json``'s document: ``format`` (:data:`QUEUE_JSON_FORMAT`), ``taken_at``,
+    ``cluster``, ``jobs``, ``nodes`` and ``config``, each job and node with its record's
+    fields. The gateway's own bookkeeping (``serial``, ``delta``) is left out."""
+    return {"format": QUEUE_JSON_FORMAT, "taken_at": snap.taken_at, "cluster": snap.cluster,
+            "jobs": [dataclasses.asdict(job) for job in snap.jobs],
+            "nodes": [dataclasses.asdict(node) for node in snap.nodes],
+            "config": dataclasses.asdict(snap.config)}
+
+
 @click.command("queue")
 @click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_QUEUE_JSON", allow_from_autoenv=False,
-              show_envvar=True, help="Print the snapshot as JSON instead of tables.")
+              show_envvar=True, help="Print the snapshot as JSON instead of tables (ASCII, other characters "
+                                     "escaped; a 'format' key versions the document).")
 @click.pass_context
 def queue(ctx: click.Context, as_json: bool) -> None:
     """Show pending and running jobs (with SiteFactor) and nodes (with GPU use).
@@ -76,7 +91,7 @@ def queue(ctx: click.Context, as_json: bool) -> None:
     """
     snap = make_gateway(get_config(ctx)).snapshot()
     if as_json:
-        click.echo(json.dumps(dataclasses.asdict(snap), ensure_ascii=False, indent=1))
+        click.echo(json.dumps(snapshot_document(snap), indent=1))  # ASCII: readable whatever the locale
         return
     for line in render_snapshot(snap):
         click.echo(line)

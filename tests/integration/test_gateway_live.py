@@ -199,13 +199,17 @@ def test_missing_squeue_is_command_not_found(slurm_cluster, tmp_path: Path):
 
 
 def test_queue_command_json(slurm_cluster, slurm_jobs):
-    job = slurm_jobs.submit("-H", "--gres=gpu:a100:1", "-t", "7", name="json", wrap="true")
-    env = {**slurm_cluster.env, "SLURMSCHED_CONFIG": os.devnull}
+    """A versioned document of the cluster's jobs and nodes, in ASCII: it reads the same
+    under any locale (a latin-1 terminal used to end it in an internal error)."""
+    job = slurm_jobs.submit("-H", "--gres=gpu:a100:1", "-t", "7", name="jsön ✓", wrap="true")
+    env = {**slurm_cluster.env, "SLURMSCHED_CONFIG": os.devnull, "PYTHONIOENCODING": "latin-1"}
     out = subprocess.run([sys.executable, "-m", "slurmsched", "queue", "--json"], env=env, capture_output=True,
-                         text=True, check=True, timeout=60).stdout
-    doc = json.loads(out)
+                         check=True, timeout=60).stdout
+    doc = json.loads(out.decode("ascii"))
+    assert set(doc) == {"format", "taken_at", "cluster", "jobs", "nodes", "config"} and doc["format"] == 1
     mine = next(j for j in doc["jobs"] if j["job_id"] == job)
     assert (mine["state"], mine["gpus"], mine["gpu_type"], mine["time_limit_s"]) == ("PENDING", 1, "a100", 420)
+    assert mine["name"].endswith("jsön ✓")
     assert {n["name"] for n in doc["nodes"]} == {"gpu01", "gpu02", "gpu03", "gpu04"}
 
 

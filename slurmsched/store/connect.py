@@ -12,7 +12,7 @@ import logging
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -39,6 +39,11 @@ def parse_url(url: str) -> URL:
         raise StoreError(f"unsupported database {parsed.drivername!r} in {display_url(parsed)} "
                          "(use sqlite:///PATH or postgresql+psycopg://...)")
     return parsed
+
+
+#: Seconds to wait for a PostgreSQL server to answer a new connection (libpq's
+#: ``connect_timeout``; a ``?connect_timeout=N`` in the URL wins).
+PG_CONNECT_TIMEOUT_S = 10
 
 
 def display_url(url: URL | str) -> str:
@@ -73,7 +78,10 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, cre
         # Plan every statement when it runs: psycopg would prepare one run five times and
         # keep its generic plan, which, made while a first import's table was still empty,
         # scanned the whole table on every later lookup of the import.
-        return create_engine(parsed, pool_pre_ping=True, connect_args={"prepare_threshold": None})
+        options: dict[str, Any] = {"prepare_threshold": None}
+        if "connect_timeout" not in parsed.query:  # a host that drops packets must not hang a cycle
+            options["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+        return create_engine(parsed, pool_pre_ping=True, connect_args=options)
     except (NoSuchModuleError, ImportError) as exc:
         raise StoreError(f"no driver for {display_url(parsed)}: {exc} (pip install 'slurmsched[postgres]')") from None
 
@@ -177,7 +185,8 @@ def describe_failure(url: URL | str, exc: DBAPIError) -> str:
         return f"database {where} is locked by another process (gave up waiting for it)"
     if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
         return f"database {where} has no slurmsched tables ({text}): run 'slurmsched db upgrade'"
-    if exc.connection_invalidated or "connection" in lowered and ("refused" in lowered or "failed" in lowered):
+    if exc.connection_invalidated or "connection" in lowered and (
+            "refused" in lowered or "failed" in lowered or "timeout expired" in lowered):
         return f"cannot reach database {where}: {text}"
     return f"database {where}: {text}"
 

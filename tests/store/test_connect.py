@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+import socket
 import sqlite3
 import stat
 import threading
@@ -13,6 +15,7 @@ import pytest
 
 from slurmsched.errors import StoreError
 from slurmsched.model import JobRecord, JobState
+from slurmsched.store.connect import PG_CONNECT_TIMEOUT_S
 from slurmsched.store.repository import SqlJobRepository
 
 
@@ -84,6 +87,30 @@ def test_unreachable_postgres_gives_a_clean_error(tmp_path: Path) -> None:
     message = str(err.value)
     assert message.startswith("cannot reach database postgresql+psycopg://postgres@/slurmsched")
     assert "\n" not in message
+
+
+def test_a_postgres_server_that_never_answers_times_out() -> None:
+    """A host that takes the connection but never answers (a hung server, a firewall that
+    drops packets) fails the command after libpq's connect_timeout instead of hanging it."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()  # the kernel completes the handshake; nothing ever answers
+        port = listener.getsockname()[1]
+        repo = SqlJobRepository.from_url(f"postgresql+psycopg://postgres@127.0.0.1:{port}/slurmsched")
+        errors: list[BaseException] = []
+
+        def check() -> None:
+            try:
+                repo.check_schema()
+            except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+                errors.append(exc)
+
+        waiting = threading.Thread(target=check, daemon=True)  # without a timeout it would hang: left behind
+        waiting.start()
+        waiting.join(3 * PG_CONNECT_TIMEOUT_S)
+    assert not waiting.is_alive(), "still connecting: no connect timeout"
+    assert len(errors) == 1 and isinstance(errors[0], StoreError), errors
+    assert re.match(r"cannot reach database .*: connection timeout expired$", str(errors[0])), errors
 
 
 def test_missing_tables_name_the_command(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ variable (``--interval`` = ``SLURMSCHED_DAEMON_INTERVAL_S``), the rest
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import statistics
@@ -144,11 +145,17 @@ def _stalled(recent: Sequence[CycleSummary], interval_s: float, now: float) -> s
     return f"WARNING: no cycle for {_hours(now - last.started_at)} (interval {interval_s:g} s): is 'slurmsched run' running?"
 
 
+#: Version of ``status --json``'s document (its ``format`` key).
+STATUS_JSON_FORMAT = 1
+
+
 @click.command("status")
 @click.option("--cycles", type=click.IntRange(1, 1000), default=10, show_default=True,
               envvar="SLURMSCHED_STATUS_CYCLES", show_envvar=True, help="How many recent cycles to list.")
+@click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_STATUS_JSON", allow_from_autoenv=False,
+              show_envvar=True, help="Print one JSON document (for monitoring) instead of text.")
 @click.pass_context
-def status(ctx: click.Context, cycles: int) -> None:
+def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
     """Last cycles (live, dry-run, paused or revert), queue size, actions taken, changes in force, prediction error."""
     from slurmsched.submit_cache import read_submit_cache
 
@@ -160,7 +167,36 @@ def status(ctx: click.Context, cycles: int) -> None:
         applied = repo.applied_changes()
         model = repo.load_model(config.daemon.predictor)
         error = _prediction_error(repo, now)
-        click.echo(f"database: {repo.url}")
+        url = repo.url
+    stalled = _stalled(recent, config.daemon.interval_s, now) if recent else None
+    kinds: dict[str, int] = {}
+    for change in applied:
+        kinds[change.kind] = kinds.get(change.kind, 0) + 1
+    path = config.daemon.submit_cache_path
+    try:
+        cache, cache_error = read_submit_cache(path), None
+    except SlurmschedError as exc:
+        cache, cache_error = None, str(exc)
+    if as_json:
+        click.echo(json.dumps({
+            "format": STATUS_JSON_FORMAT, "database": url, "paused": paused, "policy": config.policy.name,
+            "planner": config.planner.mode, "interval_s": config.daemon.interval_s, "now": now,
+            "warning": stalled,
+            "cycles": [{"id": c.cycle_id, "started_at": c.started_at, "duration_s": c.duration_s, "kind": c.kind,
+                        "pending": c.pending, "running": c.running, "actions": c.actions, "failed": c.failed}
+                       for c in recent],
+            "changes_in_force": kinds, "jobs_changed": len({c.job_id for c in applied}),
+            "prediction_error": None if error is None else
+            {"jobs": error[0], "median_factor": 2 ** error[1], "within_2x": error[2]},
+            "model": None if model is None else
+            {"predictor": config.daemon.predictor, "version": model[0], "fitted_at": model[2].get("fitted_at")},
+            "submit_cache": {"path": str(path), "error": cache_error,
+                             "estimates": None if cache is None else len(cache.estimates),
+                             "written_at": None if cache is None else cache.written_at,
+                             "in_use": cache is not None and now - cache.written_at <= cache.max_age_s},
+        }))
+        return
+    click.echo(f"database: {url}")
     click.echo(f"state: {'PAUSED (' + PAUSED_HINT + ')' if paused else 'active'}; policy {config.policy.name}, "
                f"planner {config.planner.mode}, interval {config.daemon.interval_s:g} s")
     if not recent:
@@ -169,7 +205,6 @@ def status(ctx: click.Context, cycles: int) -> None:
         last = recent[0]
         click.echo(f"last cycle {last.cycle_id} at {_when(last.started_at)} ({now - last.started_at:.0f} s ago, "
                    f"{last.kind}): {last.pending} pending, {last.running} running")
-        stalled = _stalled(recent, config.daemon.interval_s, now)
         if stalled:
             click.echo(stalled)
         click.echo(f"{'cycle':>7} {'started':19} {'took':>7} {'pending':>8} {'running':>8} {'actions':>8} "
@@ -177,9 +212,6 @@ def status(ctx: click.Context, cycles: int) -> None:
         for c in recent:
             click.echo(f"{c.cycle_id:>7} {_when(c.started_at):19} {c.duration_s:>6.2f}s {c.pending:>8} "
                        f"{c.running:>8} {c.actions:>8} {c.failed:>7}  {c.kind}")
-    kinds: dict[str, int] = {}
-    for change in applied:
-        kinds[change.kind] = kinds.get(change.kind, 0) + 1
     click.echo("changes in force: " + (", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
                                        + f" on {len({c.job_id for c in applied})} jobs" if applied else "none"))
     if error is None:
@@ -191,18 +223,14 @@ def status(ctx: click.Context, cycles: int) -> None:
     if model is not None:
         version, _, meta = model
         click.echo(f"model: {config.daemon.predictor} {version}, fitted {_when(float(meta.get('fitted_at', 0)))}")
-    path = config.daemon.submit_cache_path
-    try:
-        cache = read_submit_cache(path)
-    except SlurmschedError as exc:
-        click.echo(f"submit cache: {exc}")
+    if cache_error is not None:
+        click.echo(f"submit cache: {cache_error}")
+    elif cache is None:
+        click.echo(f"submit cache {path}: absent (job_submit.lua leaves new jobs alone)")
     else:
-        if cache is None:
-            click.echo(f"submit cache {path}: absent (job_submit.lua leaves new jobs alone)")
-        else:
-            age = now - cache.written_at
-            state = "STALE: ignored by job_submit.lua" if age > cache.max_age_s else "in use"
-            click.echo(f"submit cache {path}: {len(cache.estimates)} estimates, written {age:.0f} s ago ({state})")
+        age = now - cache.written_at
+        state = "STALE: ignored by job_submit.lua" if age > cache.max_age_s else "in use"
+        click.echo(f"submit cache {path}: {len(cache.estimates)} estimates, written {age:.0f} s ago ({state})")
 
 
 # --- explain -----------------------------------------------------------------------------

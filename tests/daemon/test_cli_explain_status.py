@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -20,7 +21,7 @@ from slurmsched.store.repository import SqlJobRepository
 CYCLE_ROW = re.compile(r"^ +(\d+) \d{4}-.* (\S+)$", re.M)
 
 
-def _status(tmp_path, cycles: list[tuple[CycleKind, float]]):
+def _status(tmp_path, cycles: list[tuple[CycleKind, float]], *args: str):
     """``slurmsched status`` over a fresh SQLite database holding ``cycles`` (kind, start
     time), with ``interval_s = 60``."""
     url = f"sqlite:///{tmp_path / 'slurmsched.db'}"
@@ -34,7 +35,7 @@ def _status(tmp_path, cycles: list[tuple[CycleKind, float]]):
         repo.close()
     config = tmp_path / "slurmsched.toml"
     config.write_text(f'[daemon]\nstate_dir = "{tmp_path}"\ninterval_s = 60\n[db]\nurl = "{url}"\n')
-    result = CliRunner().invoke(main, ["--config", str(config), "status"],
+    result = CliRunner().invoke(main, ["--config", str(config), "status", *args],
                                 env={k: None for k in os.environ if k.startswith("SLURMSCHED_")})
     assert result.exit_code == 0, result.output
     return result
@@ -64,6 +65,18 @@ def test_status_counts_the_interval_the_daemon_runs_at(tmp_path, gap_s, warned):
     last = time.time() - 1200
     result = _status(tmp_path, [(CycleKind.LIVE, last - i * gap_s) for i in (3, 2, 1, 0)])
     assert ("WARNING: no cycle for" in result.stdout) == warned, result.stdout
+
+
+def test_status_json_is_one_document_for_monitoring(tmp_path):
+    started = time.time() - 3 * 3600
+    doc = json.loads(_status(tmp_path, [(CycleKind.LIVE, started - 60), (CycleKind.DRY_RUN, started)],
+                             "--json").stdout)
+    assert doc["format"] == 1 and doc["paused"] is False and doc["interval_s"] == 60
+    assert [(c["id"], c["kind"], c["pending"], c["running"]) for c in doc["cycles"]] == [
+        (2, "dry-run", 2, 1), (1, "live", 2, 1)]
+    assert doc["warning"].startswith("WARNING: no cycle for 3.00 h")
+    assert (doc["changes_in_force"], doc["jobs_changed"], doc["prediction_error"], doc["model"]) == ({}, 0, None, None)
+    assert doc["submit_cache"]["estimates"] is None and doc["submit_cache"]["in_use"] is False
 
 
 def _explain(tmp_path, cycles: list[tuple[float, list[Prediction], list[Decision]]]):

@@ -82,10 +82,17 @@ def helios_pools(path: str | Path) -> dict[str, tuple[int, int]] | None:
     return None
 
 
-def _work_rate(workload: Workload) -> float:
-    """GPU-seconds offered per second of the measured jobs' arrival span (at least 1 s)."""
+def _work_rate(workload: Workload, spec: ClusterSpec | None = None) -> float:
+    """GPU-seconds offered per second of the measured jobs' arrival span (at least 1 s);
+    with ``spec``, without the jobs larger than their partition there, which the
+    simulation leaves out."""
     measured = workload.measured()
-    return measured.gpu_seconds / max(measured.span_s, 1.0)
+    if spec is None:
+        work = measured.gpu_seconds
+    else:
+        room = {name: spec.partition_gpus(spec.partition(name)) for name in {j.record.partition for j in measured.jobs}}
+        work = sum(j.units * j.duration for j in measured.jobs if j.units <= room[j.record.partition])
+    return work / max(measured.span_s, 1.0)
 
 
 def _by_load(workload: Workload, per_node: int, target_load: float) -> tuple[ClusterSpec, str]:
@@ -188,7 +195,4 @@ def offered_load(workload: Workload, spec: ClusterSpec) -> float:
     """Work offered per GPU-second of the cluster over the arrival span of the measured
     jobs (a warm-up's jobs are left out, and so is the work of jobs larger than their
     partition, which the simulation leaves out)."""
-    measured = workload.measured()
-    room = {name: spec.partition_gpus(spec.partition(name)) for name in {j.record.partition for j in measured.jobs}}
-    work = sum(j.units * j.duration for j in measured.jobs if j.units <= room[j.record.partition])
-    return work / max(measured.span_s, 1.0) / spec.total_gpus
+    return _work_rate(workload, spec) / spec.total_gpus

@@ -267,12 +267,16 @@ def _live_job(config: Config, job_id: int) -> tuple[JobRecord | None, str]:
 
 
 def _in_force(change: AppliedChange, job: JobRecord | None) -> str:
-    """One change in force as the database records it, and where Slurm holds another
-    SiteFactor (set outside slurmsched), that value too."""
+    """One change in force as the database records it, and where the pending job holds
+    another value (set outside slurmsched), that value too: read as ``revert`` reads it
+    (:func:`~slurmsched.planner.changes.live_text`: SiteFactor and Features, where the
+    queue shows them exactly)."""
+    from slurmsched.planner.changes import live_text
+
     text = f"{change.kind} {change.original or '(none)'} -> {change.current}"
-    if (change.kind == "SetSiteFactor" and job is not None and job.state.value == "PENDING"
-            and str(job.site_factor) != change.current):
-        text += f" (but Slurm holds {job.site_factor}: set outside slurmsched?)"
+    live = live_text(job, change.kind) if job is not None and job.state.value == "PENDING" else None
+    if live is not None and live != change.current:
+        text += f" (but Slurm holds {live}: set outside slurmsched?)"
     return text
 
 

@@ -176,7 +176,8 @@ class Daemon:
         the last, if neither the queue nor accounting changed: :meth:`Engine.next_change`,
         or the refit schedule's time trigger (:meth:`RefitSchedule.next_due`). The
         simulator cycles only then and after events. (The submit cache also ages with time;
-        it matters only when a job arrives, and the simulator cycles before each arrival.)"""
+        it matters only when a job arrives, and a simulator that models ``job_submit.lua``
+        cycles before each arrival.)"""
         refit = math.inf
         if getattr(self.engine.predictor, "learns", True):
             refit = self.schedule.next_due(self._history_jobs, self._fitted_jobs, self._last_fit)

@@ -172,6 +172,7 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
     kinds: dict[str, int] = {}
     for change in applied:
         kinds[change.kind] = kinds.get(change.kind, 0) + 1
+    changed_jobs = len({c.job_id for c in applied})
     path = config.daemon.submit_cache_path
     try:
         cache, cache_error = read_submit_cache(path), None
@@ -185,7 +186,7 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
             "cycles": [{"id": c.cycle_id, "started_at": c.started_at, "duration_s": c.duration_s, "kind": c.kind,
                         "pending": c.pending, "running": c.running, "actions": c.actions, "failed": c.failed}
                        for c in recent],
-            "changes_in_force": kinds, "jobs_changed": len({c.job_id for c in applied}),
+            "changes_in_force": kinds, "jobs_changed": changed_jobs,
             "prediction_error": None if error is None else
             {"jobs": error[0], "median_factor": 2 ** error[1], "within_2x": error[2]},
             "model": None if model is None else
@@ -213,7 +214,7 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
             click.echo(f"{c.cycle_id:>7} {_when(c.started_at):19} {c.duration_s:>6.2f}s {c.pending:>8} "
                        f"{c.running:>8} {c.actions:>8} {c.failed:>7}  {c.kind}")
     click.echo("changes in force: " + (", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-                                       + f" on {len({c.job_id for c in applied})} jobs" if applied else "none"))
+                                       + f" on {changed_jobs} jobs" if applied else "none"))
     if error is None:
         click.echo("prediction error: no finished job with a prediction yet")
     else:

@@ -292,7 +292,8 @@ def _wait(seconds: float) -> str:
 
 
 def span(seconds: float) -> str:
-    """A run time for ``explain`` (the policy's reasons and the prediction line): hours to one decimal from 6 minutes up, else minutes or seconds."""
+    """A run time for ``explain`` (the policy's reasons and the prediction line): hours to
+    one decimal from 6 minutes up, else minutes or seconds."""
     if seconds >= 360:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"

@@ -461,7 +461,7 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange]) -> 
     Pure: reads nothing, sends nothing.
     """
     from slurmsched.planner import revert_action
-    from slurmsched.planner.changes import live_text
+    from slurmsched.planner.changes import live_text, original_text
     from slurmsched.planner.plan import valued_at_submit
 
     pending = {j.job_id: j for j in snapshot.pending}
@@ -476,7 +476,7 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange]) -> 
         live = live_text(job, change.kind)
         if live is None or live == change.current:
             actions.append(revert_action(change))
-        elif live == (change.original or ("0" if change.kind == SetSiteFactor.__name__ else "")):
+        elif live == original_text(change):
             unmade.append(change)
         else:
             left.append((change, live))

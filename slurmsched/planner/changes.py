@@ -45,6 +45,12 @@ def live_text(job: JobRecord, kind: str) -> str | None:
     return None
 
 
+def original_text(change: AppliedChange) -> str:
+    """The value ``change`` replaced, as the queue shows it: ``"0"`` for a SiteFactor that
+    had none recorded (Slurm's default), else the recorded text (``""`` for none)."""
+    return change.original or ("0" if change.kind == SetSiteFactor.__name__ else "")
+
+
 def revert_action(change: AppliedChange, reason: str = "revert: restore the value before slurmsched") -> Action:
     """The action that puts ``change.original`` back (current value as ``previous``)."""
     original = change.original or ""

@@ -24,6 +24,7 @@ from slurmsched.config import Config
 from slurmsched.gateway.cli_backend import SITE_FACTOR_BATCH
 from slurmsched.model import (Action, ClusterSnapshot, JobRecord, SchedulerConfig, SetSiteFactor,
                               SetSwitches)
+from slurmsched.planner.changes import original_text
 from slurmsched.planner.constraints import ConstraintTuner
 from slurmsched.planner.scale import GUARD_LEVEL, SiteFactorScale
 from slurmsched.policy.base import Ranking
@@ -144,7 +145,7 @@ class Planner:
         if not reorders:
             if record is None:
                 return Step.KEEP, current, current
-            original = int(record.original or 0)
+            original = int(original_text(record))
             return (Step.SETTLE, current, current) if current == original else (Step.SEND, original, current)
         position = scale.position(score)
         level = math.floor(position)
@@ -160,7 +161,7 @@ class Planner:
         if record is None:
             if current != 0 and now_level is not None and valued_at_submit(job):
                 return Step.ADOPT, current, current
-        elif str(current) == (record.original or "0"):
+        elif str(current) == original_text(record):
             return Step.SETTLE, current, current
         return (Step.HOLD if held else Step.KEEP), current, current
 

@@ -15,7 +15,7 @@ import statistics
 import time
 from contextlib import closing
 from datetime import datetime
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import click
 
@@ -236,6 +236,72 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
 
 # --- explain -----------------------------------------------------------------------------
 
+#: Version of ``explain --json``'s document (its ``format`` key).
+EXPLAIN_JSON_FORMAT = 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobNow:
+    """The job as Slurm shows it now: what ``explain`` reports on its ``now:`` line.
+
+    Attributes:
+        job: the job in Slurm's queue; ``None`` when it is not queued or Slurm could not be read.
+        ahead: pending jobs of its partition with a higher priority; ``None`` unless it is pending.
+        unknown: why Slurm could not be read; ``None`` when it was.
+    """
+
+    job: JobRecord | None
+    ahead: int | None = None
+    unknown: str | None = None
+
+    @property
+    def pending(self) -> JobRecord | None:
+        """The job, when it is pending."""
+        return self.job if self.job is not None and self.job.state.value == "PENDING" else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InForce:
+    """A change in force on the job, and what Slurm holds for it now.
+
+    Attributes:
+        change: the change as the database records it.
+        live: the job's value of ``change.kind`` in Slurm's queue, read as ``revert`` reads
+            it (:func:`~slurmsched.planner.changes.live_text`); ``None`` unless the job is
+            pending and the queue shows that kind exactly (SiteFactor, Features).
+    """
+
+    change: AppliedChange
+    live: str | None
+
+    @property
+    def overridden(self) -> bool:
+        """Slurm holds another value than slurmsched's (set outside slurmsched)."""
+        return self.live is not None and self.live != self.change.current
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Explanation:
+    """Everything ``explain`` tells about one job, gathered once for its text and its JSON.
+
+    Attributes:
+        job_id: the job.
+        now: the job as Slurm shows it now.
+        prediction: its latest prediction, or ``None``.
+        ranking: when and with which decision it was last ranked (a "rank" line or an
+            action, which records the rank and score that made it), or ``None``.
+        in_force: the changes in force on it.
+        history: every ranking and action recorded for it, oldest first, with its time.
+    """
+
+    job_id: int
+    now: JobNow
+    prediction: Prediction | None
+    ranking: tuple[float, Decision] | None
+    in_force: list[InForce]
+    history: list[tuple[float, Decision]]
+
+
 def _describe_decision(at: float, d: Decision) -> str:
     if d.kind == "rank":
         return f"{_when(at)}  rank #{d.rank}  {_service(d.score)}: {d.reason}"
@@ -243,72 +309,120 @@ def _describe_decision(at: float, d: Decision) -> str:
     return f"{_when(at)}  {d.kind} {change}  [{d.outcome}]  {d.reason}"
 
 
-def _live_job(config: Config, job_id: int) -> tuple[JobRecord | None, str]:
-    """The job as Slurm shows it now, and the ``now: ...`` line saying so.
+def _job_now(config: Config, job_id: int) -> JobNow:
+    """The job as Slurm shows it now.
 
     explain's story comes from the database and stays useful while slurmctld is down or
-    on a host without Slurm's config, so why Slurm could not be read is reported on the
-    line, not raised. The job is None when it is not queued or Slurm could not be read.
+    on a host without Slurm's config, so why Slurm could not be read is returned
+    (``unknown``), not raised.
     """
     from slurmsched.gateway import make_gateway
 
     try:
         snap = make_gateway(config).snapshot()
     except SlurmschedError as exc:
-        return None, f"now: unknown ({exc})"
-    job = next((j for j in snap.jobs if j.job_id == job_id), None)
+        return JobNow(None, unknown=str(exc))
+    now = JobNow(next((j for j in snap.jobs if j.job_id == job_id), None))
+    job = now.pending
     if job is None:
-        return None, "now: not in Slurm's queue (finished, cancelled or removed)"
-    if job.state.value != "PENDING":
-        return job, f"now: {job.state.value}" + (f" since {_when(job.start_time)}" if job.start_time else "")
-    ahead = sum(1 for j in snap.pending if j.partition == job.partition and (j.priority or 0) > (job.priority or 0))
-    return job, (f"now: PENDING ({job.reason or 'None'}): priority {job.priority}, SiteFactor "
-                 f"{'-' if job.site_factor is None else job.site_factor}, {ahead} job{'s' if ahead != 1 else ''} "
-                 f"ahead in {job.partition}")
+        return now
+    return JobNow(job, sum(1 for j in snap.pending
+                           if j.partition == job.partition and (j.priority or 0) > (job.priority or 0)))
 
 
-def _in_force(change: AppliedChange, job: JobRecord | None) -> str:
-    """One change in force as the database records it, and where the pending job holds
-    another value (set outside slurmsched), that value too: read as ``revert`` reads it
-    (:func:`~slurmsched.planner.changes.live_text`: SiteFactor and Features, where the
-    queue shows them exactly)."""
+def _now_line(now: JobNow) -> str:
+    """The ``now: ...`` line: the job's state, or why Slurm could not be read."""
+    job = now.job
+    if now.unknown is not None:
+        return f"now: unknown ({now.unknown})"
+    if job is None:
+        return "now: not in Slurm's queue (finished, cancelled or removed)"
+    if now.pending is None:
+        return f"now: {job.state.value}" + (f" since {_when(job.start_time)}" if job.start_time else "")
+    return (f"now: PENDING ({job.reason or 'None'}): priority {job.priority}, SiteFactor "
+            f"{'-' if job.site_factor is None else job.site_factor}, {now.ahead} job{'s' if now.ahead != 1 else ''} "
+            f"ahead in {job.partition}")
+
+
+def _in_force(item: InForce) -> str:
+    """One change in force, and where the pending job holds another value, that value too."""
+    change = item.change
+    text = f"{change.kind} {change.original or '(none)'} -> {change.current}"
+    if item.overridden:
+        text += f" (but Slurm holds {item.live}: set outside slurmsched?)"
+    return text
+
+
+def _explanation(config: Config, job_id: int) -> Explanation | None:
+    """What the database records about the job and what Slurm shows of it now; ``None``
+    when slurmsched has no record of the job (Slurm is not asked then)."""
     from slurmsched.planner.changes import live_text
 
-    text = f"{change.kind} {change.original or '(none)'} -> {change.current}"
-    live = live_text(job, change.kind) if job is not None and job.state.value == "PENDING" else None
-    if live is not None and live != change.current:
-        text += f" (but Slurm holds {live}: set outside slurmsched?)"
-    return text
+    with closing(_repository(config)) as repo:
+        prediction = repo.latest_prediction(job_id)
+        decisions = repo.decisions_for(job_id)
+        changes = [c for c in repo.applied_changes() if c.job_id == job_id]
+    if prediction is None and not decisions:
+        return None
+    now = _job_now(config, job_id)
+    pending = now.pending
+    # A cycle records a "rank" line only when the job's prediction changes; an action
+    # records the rank and score that made it, so the latest of either is the latest ranking.
+    ranks = [(at, d) for at, d in decisions if d.rank is not None]
+    return Explanation(job_id, now, prediction, ranks[-1] if ranks else None,
+                       [InForce(c, None if pending is None else live_text(pending, c.kind)) for c in changes],
+                       decisions)
+
+
+def explain_document(e: Explanation) -> dict[str, Any]:
+    """``explain --json``'s document: ``format`` (:data:`EXPLAIN_JSON_FORMAT`), ``job_id``;
+    ``now`` (``queued``, and the queued job's ``state``, ``reason``, ``priority``,
+    ``site_factor``, ``partition``, ``start_time`` and, when pending, ``jobs_ahead``), or
+    ``null`` with ``unknown`` saying why Slurm could not be read; ``prediction`` (the
+    record's fields) or ``null``; ``latest_ranking`` (``at``, ``rank``, ``score``) or
+    ``null``; ``in_force`` (``field``, ``original``, ``value`` and ``slurm_holds``); and
+    ``history``, each decision's fields with its time ``at``. Times are epoch seconds."""
+    job = e.now.job
+    now = None if e.now.unknown is not None else {
+        "queued": job is not None,
+        **{key: None if job is None else getattr(job, key)
+           for key in ("state", "reason", "priority", "site_factor", "partition", "start_time")},
+        "jobs_ahead": e.now.ahead}
+    return {
+        "format": EXPLAIN_JSON_FORMAT, "job_id": e.job_id, "now": now, "unknown": e.now.unknown,
+        "prediction": None if e.prediction is None else dataclasses.asdict(e.prediction),
+        "latest_ranking": None if e.ranking is None else
+        {"at": e.ranking[0], "rank": e.ranking[1].rank, "score": e.ranking[1].score},
+        "in_force": [{"field": i.change.kind, "original": i.change.original, "value": i.change.current,
+                      "slurm_holds": i.live} for i in e.in_force],
+        "history": [{"at": at, **dataclasses.asdict(d)} for at, d in e.history],
+    }
 
 
 @click.command("explain")
 @click.argument("job_id", type=JobId())
+@click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_EXPLAIN_JSON", allow_from_autoenv=False,
+              show_envvar=True, help="Print one JSON document (for monitoring and portals) instead of text.")
 @click.pass_context
-def explain(ctx: click.Context, job_id: int) -> None:
+def explain(ctx: click.Context, job_id: int, as_json: bool) -> None:
     """Why a job sits where it does: prediction and source, score, rank, every action and why."""
-    config = get_config(ctx)
-    with closing(_repository(config)) as repo:
-        prediction = repo.latest_prediction(job_id)
-        decisions = repo.decisions_for(job_id)
-        in_force = [c for c in repo.applied_changes() if c.job_id == job_id]
-    if prediction is None and not decisions:
+    e = _explanation(get_config(ctx), job_id)
+    if e is None:
         click.echo(f"no record of job {job_id}: slurmsched has not seen it pending", err=True)
         ctx.exit(1)
+    if as_json:
+        click.echo(json.dumps(explain_document(e)))
+        return
     click.echo(f"job {job_id}")
-    live, now_line = _live_job(config, job_id)
-    click.echo(now_line)
-    if prediction is not None:
-        click.echo(_prediction(prediction))
-    # A cycle records a "rank" line only when the job's prediction changes; an action
-    # records the rank and score that made it, so the latest of either is the latest ranking.
-    ranks = [(at, d) for at, d in decisions if d.rank is not None]
-    if ranks:
-        at, last = ranks[-1]
+    click.echo(_now_line(e.now))
+    if e.prediction is not None:
+        click.echo(_prediction(e.prediction))
+    if e.ranking is not None:
+        at, last = e.ranking
         click.echo(f"latest ranking ({_when(at)}): #{last.rank}, {_service(last.score)}")
-    click.echo("in force: " + ("; ".join(_in_force(c, live) for c in in_force)
-                               or "nothing (job untouched or restored)"))
+    click.echo("in force: " + ("; ".join(_in_force(i) for i in e.in_force) or "nothing (job untouched or restored)"))
     click.echo("history:")
-    for at, decision in decisions:
+    for at, decision in e.history:
         click.echo("  " + _describe_decision(at, decision))
 
 

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Sequence
 
 import pytest
 from click.testing import CliRunner
@@ -19,6 +21,8 @@ from slurmsched.store.repository import SqlJobRepository
 
 #: A row of status's cycle table: its cycle id and its mode (the last column).
 CYCLE_ROW = re.compile(r"^ +(\d+) \d{4}-.* (\S+)$", re.M)
+#: Output recorded from real Slurm clusters, by version.
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-json"
 
 
 def _status(tmp_path, cycles: list[tuple[CycleKind, float]], *args: str):
@@ -79,9 +83,26 @@ def test_status_json_is_one_document_for_monitoring(tmp_path):
     assert doc["submit_cache"]["estimates"] is None and doc["submit_cache"]["in_use"] is False
 
 
-def _explain(tmp_path, cycles: list[tuple[float, list[Prediction], list[Decision]]]):
-    """``slurmsched explain 7`` over a fresh SQLite database holding ``cycles`` (start time,
-    predictions, decisions), with a slurm.conf that does not exist (Slurm is not read)."""
+def _recorded_slurm(tmp_path: Path) -> Path:
+    """A directory of Slurm client commands that print real output recorded from a 24.11
+    cluster (tests/fixtures/slurm-json): its queue holds job 7, pending in ``gpu`` with
+    priority 10250 and SiteFactor 250, ahead of every other pending job there."""
+    bin_dir = tmp_path / "slurm-bin"
+    bin_dir.mkdir()
+    for command, recorded in (("scontrol", "22.05/scontrol_show_config.txt"), ("sprio", "24.11/sprio.txt"),
+                              ("squeue", "24.11/squeue.json"), ("sinfo", "24.11/sinfo.json")):
+        script = bin_dir / command
+        script.write_text(f"#!/bin/sh\nexec cat '{FIXTURES / recorded}'\n")
+        script.chmod(0o755)
+    return bin_dir
+
+
+def _explain(tmp_path, cycles: list[tuple[float, list[Prediction], list[Decision]]], *args: str,
+             applied: Sequence[tuple[str, str | None, str]] = (), slurm: bool = False, exit_code: int = 0):
+    """``slurmsched explain 7 ARGS`` over a fresh SQLite database holding ``cycles`` (start
+    time, predictions, decisions) and the ``applied`` changes of job 7 (kind, previous,
+    new); Slurm is the :func:`_recorded_slurm` one with ``slurm``, else a slurm.conf that
+    does not exist (Slurm is not read)."""
     url = f"sqlite:///{tmp_path / 'slurmsched.db'}"
     repo = SqlJobRepository.from_url(url, create=True)
     try:
@@ -91,14 +112,20 @@ def _explain(tmp_path, cycles: list[tuple[float, list[Prediction], list[Decision
             repo.record_predictions(cycle, predictions)
             repo.record_decisions(cycle, decisions)
             repo.finish_cycle(cycle, pending=1, running=0, actions=0, failed=0, timings={"total": 0.1})
+        for kind, previous, new in applied:
+            repo.record_applied(7, kind, previous, new)
     finally:
         repo.close()
+    slurm_conf = tmp_path / ("slurm.conf" if slurm else "none.conf")
+    slurm_section = f'[slurm]\nconf = "{slurm_conf}"\n'
+    if slurm:
+        slurm_conf.touch()
+        slurm_section += f'bin_dir = "{_recorded_slurm(tmp_path)}"\n'
     config = tmp_path / "slurmsched.toml"
-    config.write_text(f'[slurm]\nconf = "{tmp_path / "none.conf"}"\n[daemon]\nstate_dir = "{tmp_path}"\n'
-                      f'[db]\nurl = "{url}"\n')
-    result = CliRunner().invoke(main, ["--config", str(config), "explain", "7"],
+    config.write_text(f'{slurm_section}[daemon]\nstate_dir = "{tmp_path}"\n[db]\nurl = "{url}"\n')
+    result = CliRunner().invoke(main, ["--config", str(config), "explain", "7", *args],
                                 env={k: None for k in os.environ if k.startswith("SLURMSCHED_")})
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return result
 
 
@@ -121,6 +148,55 @@ def test_explain_states_the_prediction_in_the_units_of_the_reasons(tmp_path):
     (tmp_path / "spread").mkdir()
     spread = _explain(tmp_path / "spread", [(time.time(), [Prediction(7, 5400.0, 1800.0, 36000.0, "model")], [])])
     assert "\nprediction: 1.5 h (likely 0.5 h to 10.0 h), from model\n" in spread.stdout, spread.stdout
+
+
+def test_explain_json_is_the_same_story_as_one_document(tmp_path):
+    ranked, acted = time.time() - 7200, time.time() - 60
+    prediction = Prediction(7, 5400.0, 1800.0, 36000.0, "user+name history, 4 runs", "v3")
+    rank = Decision(7, "rank", "ranked", "predicted 1.5 h x 2 GPUs \u2265 the queue's median", score=10800.0, rank=5)
+    action = Decision(7, "SetSiteFactor", "ok", "aged", "0", "420021", 0.0, 1)
+    cycles = [(ranked, [prediction], [rank]), (acted, [], [action])]
+    applied = [("SetSiteFactor", "0", "420021")]
+    result = _explain(tmp_path, cycles, "--json", applied=applied)
+    assert result.stdout.isascii() and result.stdout.count("\n") == 1, result.stdout
+    doc = json.loads(result.stdout)
+    assert (doc["format"], doc["job_id"], doc["now"]) == (1, 7, None)
+    assert doc["unknown"] == f"slurm.conf: {tmp_path / 'none.conf'} does not exist"  # why Slurm could not be read
+    assert doc["prediction"] == {"job_id": 7, "estimate_s": 5400.0, "low_s": 1800.0, "high_s": 36000.0,
+                                 "source": "user+name history, 4 runs", "model_version": "v3"}
+    assert doc["latest_ranking"] == {"at": pytest.approx(acted), "rank": 1, "score": 0.0}
+    assert doc["in_force"] == [{"field": "SetSiteFactor", "original": "0", "value": "420021", "slurm_holds": None}]
+    assert [(d["at"], d["kind"], d["outcome"], d["previous"], d["new"], d["rank"], d["reason"])
+            for d in doc["history"]] == [
+        (pytest.approx(ranked), "rank", "ranked", None, None, 5, rank.reason),
+        (pytest.approx(acted), "SetSiteFactor", "ok", "0", "420021", 1, "aged")]
+    (tmp_path / "text").mkdir()
+    text = _explain(tmp_path / "text", cycles, applied=applied).stdout
+    assert f"\nnow: unknown (slurm.conf: {tmp_path / 'text' / 'none.conf'} does not exist)\n" in text, text
+    assert "\nin force: SetSiteFactor 0 -> 420021\n" in text and "\nlatest ranking (" in text
+
+
+def test_explain_json_shows_the_job_as_slurm_holds_it_now(tmp_path):
+    """Slurm here prints output recorded from a real cluster, where job 7 is pending with
+    SiteFactor 250: not the 420021 slurmsched set, so someone else changed it."""
+    cycles = [(time.time(), [], [Decision(7, "SetSiteFactor", "ok", "ranked first", "0", "420021", 60.0, 1)])]
+    applied = [("SetSiteFactor", "0", "420021")]
+    doc = json.loads(_explain(tmp_path, cycles, "--json", applied=applied, slurm=True).stdout)
+    assert doc["unknown"] is None
+    assert {k: v for k, v in doc["now"].items() if k != "start_time"} == {
+        "queued": True, "state": "PENDING", "reason": "Resources", "priority": 10250, "site_factor": 250,
+        "partition": "gpu", "jobs_ahead": 0}
+    assert doc["in_force"] == [{"field": "SetSiteFactor", "original": "0", "value": "420021", "slurm_holds": "250"}]
+    (tmp_path / "text").mkdir()
+    text = _explain(tmp_path / "text", cycles, applied=applied, slurm=True).stdout
+    assert "\nnow: PENDING (Resources): priority 10250, SiteFactor 250, 0 jobs ahead in gpu\n" in text, text
+    assert "\nin force: SetSiteFactor 0 -> 420021 (but Slurm holds 250: set outside slurmsched?)\n" in text
+
+
+def test_explain_json_of_a_job_never_seen_is_an_error_not_a_document(tmp_path):
+    result = _explain(tmp_path, [], "--json", exit_code=1)
+    assert result.stdout == ""
+    assert result.stderr == "no record of job 7: slurmsched has not seen it pending\n"
 
 
 @pytest.mark.slurm

@@ -11,9 +11,10 @@ import click
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
 from slurmsched.cli.params import Duration, Moment
+from slurmsched.errors import TraceFormatError
 from slurmsched.store import DEFAULT_BATCH
 from slurmsched.store.selection import check_since, one_cluster
-from slurmsched.traces import FORMATS
+from slurmsched.traces import FORMATS, iter_trace
 
 if TYPE_CHECKING:
     from slurmsched.store.ingest import ImportReport
@@ -64,6 +65,9 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
     if from_sacct and since is None:
         raise click.UsageError("--from-sacct needs --since DATE")
     check_since(since)
+    if trace is not None:
+        assert fmt is not None  # checked above
+        _check_trace(trace, fmt)
     from tqdm import tqdm
 
     from slurmsched.store.ingest import import_accounting, import_trace
@@ -89,6 +93,20 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
         click.echo(json.dumps(_report_json(report)))
     else:
         click.echo(report.summary(source))
+
+
+def _check_trace(trace: str, fmt: str) -> None:
+    """Read the trace's first row now, before the database is opened: a mistyped path
+    must not leave a new (or newly migrated) empty database behind.
+
+    Raises:
+        TraceFormatError: the trace cannot be read (no such file, not readable, a CSV
+            header without the format's columns), naming its path; nothing was imported.
+    """
+    try:
+        next(iter_trace(trace, fmt), None)  # the reader, dropped at once, closes the file
+    except TraceFormatError as exc:
+        raise TraceFormatError(f"{exc} (nothing was imported)") from None
 
 
 def _report_json(report: "ImportReport") -> dict[str, object]:

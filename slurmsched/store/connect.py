@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -121,6 +122,9 @@ def _sqlite_engine(url: URL, busy_timeout_s: float, create: bool, state_dir: str
         _create_private_file(Path(path), state_dir)
     elif not os.path.exists(path):
         # sqlite3 would create an empty file here, owned by whoever ran the command.
+        hidden = _unreachable(Path(path))  # or a file this user cannot see
+        if hidden is not None:
+            raise StoreError(f"cannot open database file {path}: {hidden}")
         raise StoreError(f"no database at {path}: run 'slurmsched db upgrade' (as the daemon's user)")
     engine = create_engine(url)
 
@@ -158,7 +162,69 @@ def _create_private_file(path: Path, state_dir: str | Path | None) -> None:
         os.close(fd)
     except OSError as exc:
         doing = "open database file {} for writing" if path.exists() else "create database file {}"
-        raise StoreError(f"cannot {doing.format(path)}: {exc.strerror}") from None
+        problem = _access_problem(path)
+        raise StoreError(f"cannot {doing.format(path)}: {exc.strerror}"
+                         + (f": {problem}" if problem else "")) from None
+
+
+def _user_name(uid: int) -> str:
+    """The login name of ``uid``, else the number."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _unreachable(path: Path) -> str | None:
+    """Why the file ``path`` cannot be reached: the first directory above it that is not a
+    directory or that this user cannot search, as a clause; ``None`` when every directory
+    above it exists and can be searched, or a missing one comes first."""
+    for directory in reversed(Path(os.path.abspath(path)).parents):  # "/" first
+        if not os.path.isdir(directory):
+            return f"{directory} is not a directory" if os.path.lexists(directory) else None
+        if not os.access(directory, os.X_OK, effective_ids=True):
+            return f"directory {directory} is not searchable by user {_user_name(os.geteuid())}"
+    return None
+
+
+def _access_problem(path: Path) -> str | None:
+    """What keeps this user from the files SQLite needs for the database file ``path``, as
+    a clause naming the path, the user and what to do; ``None`` when the permissions allow
+    it all (a failure then has another cause).
+
+    SQLite needs every directory above the file searchable; the file readable, and
+    writable to write; its WAL files (``-wal``, ``-shm``) readable and writable, even to
+    read; and the directory writable while one of them (or the file) is missing. Access is
+    checked for the effective user and groups, as SQLite opens files.
+    """
+    path = Path(os.path.abspath(path))
+    unreachable = _unreachable(path)
+    if unreachable is not None:
+        return unreachable
+    if not path.parent.is_dir():  # missing: the caller's message says so
+        return None
+    if path.is_dir():
+        return f"{path} is a directory, not a database file"
+    user = _user_name(os.geteuid())
+    wal = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    if path.exists() and not os.access(path, os.R_OK, effective_ids=True):
+        problems = [f"{path} is not readable by user {user}"]
+    elif path.exists() and not os.access(path, os.W_OK, effective_ids=True):
+        problems = [f"{path} is not writable by user {user}"]
+    else:  # not named beside the file: WAL files SQLite made with its mode are fixed with it
+        problems = [f"{side} is not readable and writable by user {user}" for side in wal
+                    if side.exists() and not os.access(side, os.R_OK | os.W_OK, effective_ids=True)]
+    missing = [p.name for p in (path, *wal) if not p.exists()]
+    if missing and not os.access(path.parent, os.W_OK | os.X_OK, effective_ids=True):
+        problems.append(f"directory {path.parent} is not writable by user {user} (to create "
+                        f"{', '.join(missing)} there)")
+    if not problems:
+        return None
+    owned = path if path.exists() else path.parent
+    owner = owned.stat().st_uid  # reachable: checked above
+    advice = ("change the permissions" if owner == os.geteuid()
+              else f"run it as user {_user_name(owner)} (the owner of {owned}) or change the permissions")
+    return "; ".join(problems) + f": {advice}"
 
 
 @contextmanager
@@ -177,10 +243,20 @@ def store_errors(url: URL | str) -> Iterator[None]:
 
 
 def describe_failure(url: URL | str, exc: DBAPIError) -> str:
-    """One line naming what went wrong with the database and, where known, what to do."""
+    """One line naming what went wrong with the database and, where known, what to do.
+
+    A SQLite file that cannot be opened or written is named with the path this user may
+    not use (:func:`_access_problem`), where the permissions are the cause.
+    """
     where = display_url(url)
     text = _first_line(str(exc.orig) if exc.orig is not None else str(exc))
     lowered = text.lower()
+    parsed = make_url(url) if isinstance(url, str) else url
+    if parsed.get_backend_name() == "sqlite" and parsed.database and (
+            "unable to open database file" in lowered or "readonly database" in lowered):
+        problem = _access_problem(Path(parsed.database))
+        if problem is not None:
+            return f"database file {parsed.database}: {text}: {problem}"
     if "database is locked" in lowered or "database table is locked" in lowered:
         return f"database {where} is locked by another process (gave up waiting for it)"
     if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):

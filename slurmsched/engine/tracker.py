@@ -264,19 +264,19 @@ class QueueTracker:
 
     def _rescore(self, jobs: list[Tracked], now: float) -> None:
         """Score ``jobs`` again, note when time changes their score next, and move them in the order."""
-        score, changes_at = self.policy.score, self.policy.changes_at
+        score_and_change, unsettled, order = self.policy.score_and_change, self.unsettled, self._order
         rebuild = len(jobs) > len(self.jobs) // 8
         for tracked in jobs:
+            job = tracked.job
             if not rebuild and tracked.order is not None:
                 self._remove(tracked.order)
-            tracked.score = score(tracked.job, tracked.prediction, now, tracked.backlog_s)
-            tracked.order = sort_key(tracked.job, tracked.score)
-            tracked.due = changes_at(tracked.job, tracked.prediction, now, tracked.backlog_s)
+            tracked.score, tracked.due = score_and_change(job, tracked.prediction, now, tracked.backlog_s)
+            tracked.order = sort_key(job, tracked.score)
             if tracked.due < math.inf:
-                self._due_at(tracked.due).append(tracked.job.job_id)
-            self.unsettled.add(tracked.job.job_id)
+                self._due_at(tracked.due).append(job.job_id)
+            unsettled.add(job.job_id)
             if not rebuild:
-                insort(self._order, tracked.order)
+                insort(order, tracked.order)
         if rebuild:
             self._order = sorted(t.order for t in self.jobs.values() if t.order is not None)
 

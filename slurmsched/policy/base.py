@@ -133,6 +133,11 @@ class Policy(Protocol):
         """The job's own score at ``now`` given its backlog wait (lower runs earlier); pure."""
         ...
 
+    def score_and_change(self, job: JobRecord, prediction: Prediction | None, now: float,
+                         backlog_s: float = 0.0) -> tuple[float, float]:
+        """``(score(...), changes_at(...))`` in one call, exactly those two values."""
+        ...
+
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
         """Why the job has its score, for humans."""
         ...
@@ -164,6 +169,11 @@ class ScoringPolicy:
     def score(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """The job's own score (subclasses define it)."""
         raise NotImplementedError
+
+    def score_and_change(self, job: JobRecord, prediction: Prediction | None, now: float,
+                         backlog_s: float = 0.0) -> tuple[float, float]:
+        """:meth:`score` and :meth:`changes_at` (override to share their work)."""
+        return self.score(job, prediction, now, backlog_s), self.changes_at(job, prediction, now, backlog_s)
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
         """Why (subclasses define it)."""

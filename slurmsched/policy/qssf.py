@@ -219,14 +219,20 @@ class QssfPolicy(ScoringPolicy):
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """Service halved once per (stretched) half-life waited; 0 once the guard expired."""
+        return self.score_and_change(job, prediction, now, backlog_s)[0]
+
+    def score_and_change(self, job: JobRecord, prediction: Prediction | None, now: float,
+                         backlog_s: float = 0.0) -> tuple[float, float]:
+        """:meth:`score` and :meth:`changes_at`, the run time, tick count and patience computed once."""
         duration = self.duration(job, prediction)
         service = self._service(job, duration)
         if self.guard_s is None:
-            return service
+            return service, math.inf
+        step = self._step_s
         ticks, patience = self._ticks(job, now), self._patience(job, backlog_s, duration)
-        if ticks * self._step_s >= patience:
-            return 0.0
-        return service * 2.0 ** -self._halvings(ticks, patience)
+        if ticks * step >= patience:  # the job's patience is never below its backlog guard
+            return 0.0, math.inf
+        return service * 2.0 ** -self._halvings(ticks, patience), (math.floor(now / step) + 1) * step
 
     def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """The next aging tick while the guard has not expired; never without aging."""

@@ -167,7 +167,9 @@ class SimulatedSlurm:
         self._finished_ends: list[float] = []
         self._node_partitions = [node.partitions or tuple(p.name for p in spec.partitions if p.pool == node.pool)
                                  for node in spec.nodes]
-        self._node_records: list[NodeRecord | None] = [None] * len(spec.nodes)
+        self._node_records = [self._node_record(i) for i in range(len(spec.nodes))]
+        self._nodes = tuple(self._node_records)  # what the next snapshot shows, unless nodes are stale
+        self._stale_nodes: set[int] = set()  # nodes whose allocation changed since ``_nodes`` was built
         self._reordered = False
         self._arrived: list[SimJob] = []
         self._last_pass: _Pass | None = None
@@ -202,6 +204,7 @@ class SimulatedSlurm:
         slurm = cls(spec, snapshot.config, clock, bf_max_job_test=bf_max_job_test)
         index = {node.name: i for i, node in enumerate(spec.nodes)}
         slurm._node_records = [node for node in snapshot.nodes if node.name in index]
+        slurm._nodes = tuple(slurm._node_records)
         known = durations or {}
         now = clock.now()
         for record in snapshot.jobs:
@@ -515,8 +518,8 @@ class SimulatedSlurm:
         self._unbuilt.add(job.job_id)
 
     def _touch(self, alloc: Allocation) -> None:
-        for node, _ in alloc:
-            self._node_records[node] = None
+        """Mark the records of an allocation's nodes for rebuilding at the next snapshot."""
+        self._stale_nodes.update(node for node, _ in alloc)
 
     def take_reordered(self) -> bool:
         """Whether ``apply`` changed the queue order since the last pass (and clear the flag)."""
@@ -561,18 +564,25 @@ class SimulatedSlurm:
     # --- the SlurmGateway side ---------------------------------------------------
 
     def _node_record(self, index: int) -> NodeRecord:
-        record = self._node_records[index]
-        if record is None:
-            node = self.spec.nodes[index]
-            free = self._pools[node.pool].free[index]
-            used = node.gpus - free
-            state = "IDLE" if used == 0 else ("ALLOCATED" if free == 0 else "MIXED")
-            features = (node.gpu_type,) if node.gpu_type else ()
-            record = NodeRecord(name=node.name, state=(state,), partitions=self._node_partitions[index],
-                                features=features, gres=(GresRequest("gpu", node.gpu_type, node.gpus),),
-                                gres_used=(GresRequest("gpu", node.gpu_type, used),))
-            self._node_records[index] = record
-        return record
+        """The node as ``sinfo`` shows it now (state and GPUs in use from the simulated allocation)."""
+        node = self.spec.nodes[index]
+        free = self._pools[node.pool].free[index]
+        used = node.gpus - free
+        state = "IDLE" if used == 0 else ("ALLOCATED" if free == 0 else "MIXED")
+        features = (node.gpu_type,) if node.gpu_type else ()
+        return NodeRecord(name=node.name, state=(state,), partitions=self._node_partitions[index],
+                          features=features, gres=(GresRequest("gpu", node.gpu_type, node.gpus),),
+                          gres_used=(GresRequest("gpu", node.gpu_type, used),))
+
+    def _node_tuple(self) -> tuple[NodeRecord, ...]:
+        """Every node's record, rebuilding only those an allocation touched since the last call."""
+        if self._stale_nodes:
+            records = self._node_records
+            for index in self._stale_nodes:
+                records[index] = self._node_record(index)
+            self._stale_nodes.clear()
+            self._nodes = tuple(records)
+        return self._nodes
 
     def snapshot(self) -> ClusterSnapshot:
         """Pending jobs (with their current SiteFactor) and running jobs, and every node.
@@ -584,7 +594,7 @@ class SimulatedSlurm:
         pending, running, records = self._pending, self._running, self._records
         for job_id in list(self._unbuilt):
             self._record(pending.get(job_id) or running[job_id])
-        nodes = tuple(self._node_record(i) for i in range(len(self.spec.nodes)))
+        nodes = self._node_tuple()
         delta = QueueDelta(self._serial, tuple(records[i] for i in self._changed), frozenset(self._left))
         self._serial += 1
         self._changed, self._left = set(), set()

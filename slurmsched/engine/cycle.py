@@ -21,7 +21,6 @@ An unchanged queue costs no prediction, no record and no RPC.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import operator
@@ -45,6 +44,8 @@ CURSOR = "sacct"
 KINDS = tuple(cls.__name__ for cls in (SetSiteFactor, SetSwitches, SetFeatures, SetExcludedNodes, SetPartition))
 
 _Key = tuple[int, str]
+#: An applied change's ``(job_id, kind)``, the key of the engine's copy of them.
+_change_key: Callable[[AppliedChange], _Key] = operator.attrgetter("job_id", "kind")
 
 
 class _QueueArgs(TypedDict, total=False):
@@ -188,7 +189,8 @@ class Engine:
         full = self._full_at is None or not 0 <= now - self._full_at < self.refresh_s or self._paused
         moved: set[int] = set()
         if full:
-            applied, known = {(c.job_id, c.kind): c for c in self.repository.applied_changes()}, self._applied
+            records = self.repository.applied_changes()
+            applied, known = dict(zip(map(_change_key, records), records)), self._applied
             if applied != known:  # usually equal: compared in one pass before looking for what moved
                 moved = {key[0] for key in applied.keys() ^ known.keys()}
                 moved.update(key[0] for key, change in applied.items() if known.get(key, change) != change)
@@ -342,9 +344,9 @@ class Engine:
 
     def _with_reason(self, action: SetSiteFactor, now: float) -> SetSiteFactor:
         """The action with the policy's reason (only built for actions actually sent)."""
-        if not self.policy.reorders:
-            return dataclasses.replace(action, reason=f"{self.policy.name}: undo slurmsched's SiteFactor")
-        return dataclasses.replace(action, reason=self._tracker.explain(self._tracker.jobs[action.job_id], now))
+        reason = (self._tracker.explain(self._tracker.jobs[action.job_id], now) if self.policy.reorders
+                  else f"{self.policy.name}: undo slurmsched's SiteFactor")
+        return SetSiteFactor(action.job_id, action.value, action.previous, reason)
 
     def _stale_records(self) -> list[_Key]:
         """Applied changes of jobs no longer pending (checked on full passes)."""
@@ -375,8 +377,8 @@ class Engine:
         repo, tracker = self.repository, self._tracker
         if changes.fresh:
             repo.record_predictions(cycle_id, [t.prediction for t in changes.fresh])
-        decisions = [Decision(s.job_id, "rank", "ranked", s.reason, score=s.score, rank=s.rank)
-                     for s in (tracker.job_score(t, now) for t in changes.fresh)]
+        decisions = [Decision(t.job.job_id, "rank", "ranked", tracker.explain(t, now), score=t.score,
+                              rank=tracker.rank(t)) for t in changes.fresh]
         mirror: list[tuple[_Key, AppliedChange | None]] = []
         if outcomes:
             for outcome in outcomes:

@@ -105,6 +105,8 @@ class QueueTracker:
         self._seen_records: Sequence[JobRecord] = ()
         self._repredict = False
         self._queued = 0.0
+        self._reasons: dict[int, str] = {}  # explain's texts at _reasons_at, since the last update
+        self._reasons_at = math.nan
         self.unsettled: set[int] = set()
 
     def update(self, now: float, *, pending: Sequence[JobRecord] | None = None, delta: QueueDelta | None = None,
@@ -131,6 +133,7 @@ class QueueTracker:
                 only when jobs arrived) gives newly seen jobs their backlog waits.
         """
         table = self.jobs
+        self._reasons = {}
         version = self.predictor.version
         repredict_all = repredict_all or self._repredict or version != self._version
         self._version, self._repredict = version, False
@@ -304,13 +307,20 @@ class QueueTracker:
         """1-based position of a job in the policy's order."""
         return bisect_left(self._order, tracked.order) + 1 if tracked.order is not None else len(self._order) + 1
 
-    def job_score(self, tracked: Tracked, now: float) -> JobScore:
-        """The job's :class:`JobScore` (rank and reason included)."""
-        return JobScore(tracked.job.job_id, tracked.score, self.rank(tracked), self.explain(tracked, now))
-
     def explain(self, tracked: Tracked, now: float) -> str:
-        """The policy's reason for the job's score."""
-        return self.policy.explain(tracked.job, tracked.prediction, now, tracked.backlog_s)
+        """The policy's reason for the job's score.
+
+        Kept until the next :meth:`update` (which alone changes a job's prediction and
+        backlog wait) for the same ``now``: a cycle records the reason of a job it both
+        re-scored and sends an action for once, not twice.
+        """
+        if now != self._reasons_at:
+            self._reasons, self._reasons_at = {}, now
+        reason = self._reasons.get(tracked.job.job_id)
+        if reason is None:
+            reason = self._reasons[tracked.job.job_id] = self.policy.explain(
+                tracked.job, tracked.prediction, now, tracked.backlog_s)
+        return reason
 
     def ranking(self, now: float) -> Ranking:
         """The whole current order with reasons (what ``policy.rank`` would return)."""

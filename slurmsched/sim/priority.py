@@ -66,6 +66,11 @@ class PriorityQueue:
         self._capped: set[int] = set()
         self._jobs: dict[int, SimJob] = {}
         self._ageing: list[tuple[float, int]] = []
+        # order_kept_until's memory: the young jobs that may still pass a capped one (the
+        # others cannot until a capped job is added), valid from the time it last asked at.
+        self._unsettled: set[int] = set()
+        self._recheck = False  # a capped job was added: every young job may pass it
+        self._checked_at = -math.inf
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -89,6 +94,9 @@ class PriorityQueue:
         self._keys[job.job_id] = key
         if capped:
             self._capped.add(job.job_id)
+            self._recheck = True
+        else:
+            self._unsettled.add(job.job_id)
         level = self._level[job.job_id] = -key[1] if capped else self._static(job)
         insort(self._old_scores if capped else self._young_static, level)
         insort(self._old if capped else self._young, key)
@@ -98,6 +106,7 @@ class PriorityQueue:
         key = self._keys.pop(job_id)
         capped = job_id in self._capped
         self._capped.discard(job_id)
+        self._unsettled.discard(job_id)
         keys = self._old if capped else self._young
         del keys[bisect_left(keys, key)]
         levels = self._old_scores if capped else self._young_static
@@ -142,17 +151,29 @@ class PriorityQueue:
         when a job whose priority still grows with age may pass a capped job's, which
         needs a larger priority without age. ``math.inf`` if none may (every job's
         priority without age alike, as without job size and SiteFactor). Partition tiers
-        are not told apart (an earlier time than the true one is only cautious)."""
+        are not told apart (an earlier time than the true one is only cautious).
+
+        A young job that cannot pass any capped job at ``since`` cannot at any later time
+        either until a capped job is added (its priority only grows, removing capped jobs
+        leaves fewer to pass), so it is not examined again until then, or until a call
+        asks about an earlier ``since`` than the last one."""
         old, young = self._old_scores, self._young_static
         if not old or not young or self._rate <= 0 or old[0] >= young[-1] + self._w_age:
             return math.inf
+        unsettled = self._unsettled
+        if self._recheck or since < self._checked_at:
+            unsettled.update(key[3] for key in self._young)
+            self._recheck = False
+        self._checked_at = since
         rate, cap, until = self._rate, self._w_age, math.inf
-        keys = self._young if jobs is None else [self._keys[j.job_id] for j in jobs if j.job_id not in self._capped]
-        for key in keys:
-            base = -key[1]  # the job's priority is base + rate * t until it is capped
+        ids = list(unsettled) if jobs is None else [j.job_id for j in jobs if j.job_id in unsettled]
+        for job_id in ids:
+            base = -self._keys[job_id][1]  # the job's priority is base + rate * t until it is capped
             above = bisect_right(old, base + rate * since)
-            if above < len(old) and old[above] < self._level[key[3]] + cap:
+            if above < len(old) and old[above] < self._level[job_id] + cap:
                 until = min(until, (old[above] - base) / rate)
+            else:
+                unsettled.discard(job_id)
         return until
 
     def sort_key(self, job: SimJob, now: float) -> _Key:

@@ -127,3 +127,20 @@ def test_capped_age_lets_a_younger_job_with_a_bigger_static_part_pass() -> None:
     assert queue.priority(old, 140.0) == 100.0
     assert order(queue, 140.0) == [2, 1]        # 30 + 90 > 100: uncapped it would be 140
     assert queue.rank(old, 140.0) == 1
+
+
+def test_order_kept_until_remembers_settled_jobs_until_a_capped_job_is_added() -> None:
+    queue = PriorityQueue(SchedulerConfig(weight_age=100, priority_max_age_s=100), 10, 10)
+    capped, low, high = sim_job(1, 0.0), sim_job(2, 50.0), sim_job(3, 60.0)
+    for job in (capped, low, high):
+        queue.add(job, 100.0)
+    queue.age(100.0)
+    queue.set_site_factor(low, 30)              # 30 + 50 s of age by 100: reaches 100 at 120, before its cap
+    queue.set_site_factor(high, 200)            # above the capped job already: never passes it
+    assert queue.order_kept_until(100.0) == 120.0
+    queue.set_site_factor(low, 0)               # would reach the capped job's 100 only at its own cap
+    assert queue.order_kept_until(110.0) == float("inf")
+    assert queue.order_kept_until(110.0, [low, high]) == float("inf")
+    queue.set_site_factor(capped, 170)          # a capped job added at 270: ``high`` (250 at 110) passes it at 130
+    assert queue.order_kept_until(110.0) == 130.0
+    assert queue.order_kept_until(100.0, [high]) == 130.0   # an earlier time: nothing remembered holds

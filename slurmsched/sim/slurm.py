@@ -158,6 +158,7 @@ class SimulatedSlurm:
         self._queue = PriorityQueue(config, spec.total_gpus if spec.unit_nodes else len(spec.nodes), spec.total_gpus,
                                     unit_nodes=spec.unit_nodes)
         self._pending: dict[int, SimJob] = {}
+        self._sizes: dict[_Group, dict[int, int]] = {}  # pending jobs per placement group and GPU count
         self._running: dict[int, SimJob] = {}
         self._by_end: dict[str, list[tuple[float, int]]] = {name: [] for name in self._pools}
         self._records: dict[int, JobRecord] = {}
@@ -224,6 +225,7 @@ class SimulatedSlurm:
             slurm._records[job.job_id] = record
             if record.state is JobState.PENDING:
                 slurm._pending[job.job_id] = job
+                slurm._count(job, 1)
                 slurm._changed.add(job.job_id)
                 slurm._queue.add(job, now)
                 slurm._arrived.append(job)
@@ -301,6 +303,7 @@ class SimulatedSlurm:
             job.site_factor = value
             job.trace = plugin.stamp(job.trace, value)  # the record squeue will show
         self._pending[job.job_id] = job
+        self._count(job, 1)
         self._queue.add(job, now)
         self._unbuilt.add(job.job_id)
         self._changed.add(job.job_id)
@@ -358,6 +361,7 @@ class SimulatedSlurm:
             return []
         pools = self._pools
         open_pools = sum(1 for p in pools.values() if p.free_total > 0)
+        single = len(pools) == 1
         started = []
         tested, depth = 0, self._depth
         min_fail, reservations, delayers = state.min_fail, state.reservations, state.delayers
@@ -384,6 +388,11 @@ class SimulatedSlurm:
                 started.append(job)
                 if pool.free_total == 0:
                     open_pools -= 1
+            elif single and min_fail.get(group) == units and self._all_refused(min_fail):
+                # This job's failure leaves every later one refused untouched: count them as
+                # tested (all are, in the one pool) and stop.
+                tested = len(queue)
+                break
         # Jobs beyond the depth limit move up as started jobs leave the queue.
         state.truncated = tested > depth
         state.stale = state.stale or (state.truncated and bool(started))
@@ -511,6 +520,7 @@ class SimulatedSlurm:
         job.start = now
         job.alloc = alloc
         del self._pending[job.job_id]
+        self._count(job, -1)
         self._changed.discard(job.job_id)
         self._left.add(job.job_id)
         self._running[job.job_id] = job
@@ -667,8 +677,24 @@ class SimulatedSlurm:
     def _requeue(self, job: SimJob, partition: PartitionSpec, gpu_types: GpuTypes) -> None:
         """Re-queue a pending job in another partition or with other allowed GPU types (both checked by the caller)."""
         self._queue.remove(job)
+        self._count(job, -1)
         job.partition = partition
         job.gpu_types = gpu_types
         job.nodes = self.nodes_for(job.units, partition, gpu_types) or job.nodes
         job.group = (partition.pool, partition.nodes_of, gpu_types, job.nodes)
+        self._count(job, 1)
         self._queue.add(job, self._clock.now())
+
+    def _count(self, job: SimJob, change: int) -> None:
+        """Count a pending job in (``change`` 1) or out of (-1) the jobs of its group and size."""
+        sizes = self._sizes.setdefault(job.group, {})
+        left = sizes[job.units] = sizes.get(job.units, 0) + change
+        if not left:
+            del sizes[job.units]
+            if not sizes:
+                del self._sizes[job.group]
+
+    def _all_refused(self, min_fail: Mapping[_Group, int]) -> bool:
+        """Whether every pending job is at least as big as a job of its group that did not
+        fit in this pass (so a pass would test and refuse every job still to come)."""
+        return all(min(sizes) >= min_fail.get(group, math.inf) for group, sizes in self._sizes.items())

@@ -29,6 +29,8 @@ import logging
 import math
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field, fields
+from itertools import repeat
+from operator import attrgetter
 from typing import Mapping, Sequence
 
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
@@ -50,6 +52,7 @@ _Group = tuple[str, str, GpuTypes, int]
 DEFAULT_RUN_S = 3600.0
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))
 _RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
+_RECORD_VALUES = attrgetter(*_RECORD_FIELDS)
 
 
 def _evolve(record: JobRecord, **changes: object) -> JobRecord:
@@ -62,8 +65,10 @@ def _evolve(record: JobRecord, **changes: object) -> JobRecord:
     if not changes.keys() <= _RECORD_FIELD_SET:
         raise TypeError(f"JobRecord has no field {sorted(changes.keys() - _RECORD_FIELD_SET)}")
     new = object.__new__(JobRecord)
-    for name in _RECORD_FIELDS:
-        object.__setattr__(new, name, changes[name] if name in changes else getattr(record, name))
+    # Every field copied, then the changed ones set, each loop run by map in C (any()
+    # only drives it: object.__setattr__ returns None).
+    any(map(object.__setattr__, repeat(new), _RECORD_FIELDS, _RECORD_VALUES(record)))
+    any(map(object.__setattr__, repeat(new), changes.keys(), changes.values()))
     return new
 
 
@@ -538,22 +543,25 @@ class SimulatedSlurm:
 
     # --- job records (built when the gateway first shows them) ---------------------
 
-    def _pending_record(self, job: SimJob) -> JobRecord:
-        """The job as ``squeue`` shows it while pending; ``gpus`` are its units."""
-        return _evolve(
-            job.trace, state=JobState.PENDING, partition=job.partition.name, start_time=None, end_time=None,
-            eligible_time=job.submit, gpus=job.units, nodes=job.nodes, node_list="", exit_code=None,
-            site_factor=job.site_factor, priority=None, reason="")
+    def _pending_record(self, job: SimJob, **changes: object) -> JobRecord:
+        """The job as ``squeue`` shows it while pending (``gpus`` are its units), with
+        ``changes`` made on top of that in the same copy."""
+        return _evolve(job.trace, **{
+            "state": JobState.PENDING, "partition": job.partition.name, "start_time": None, "end_time": None,
+            "eligible_time": job.submit, "gpus": job.units, "nodes": job.nodes, "node_list": "", "exit_code": None,
+            "site_factor": job.site_factor, "priority": None, "reason": "", **changes})
 
     def _record(self, job: SimJob) -> JobRecord:
         """The job's current live record (pending or running), built now if needed."""
         record = self._records.get(job.job_id)
         if record is None or job.job_id in self._unbuilt:
-            base = record or self._pending_record(job)
-            if job.start is not None:
-                base = _evolve(base, state=JobState.RUNNING, start_time=job.start,
-                               node_list=self._node_list(job), site_factor=None)
-            record = self._records[job.job_id] = base
+            if job.start is None:
+                record = record or self._pending_record(job)
+            else:
+                running = {"state": JobState.RUNNING, "start_time": job.start, "node_list": self._node_list(job),
+                           "site_factor": None}
+                record = self._pending_record(job, **running) if record is None else _evolve(record, **running)
+            self._records[job.job_id] = record
             self._unbuilt.discard(job.job_id)
         return record
 
@@ -565,9 +573,9 @@ class SimulatedSlurm:
         record = self._finished_records[index]
         if record is None:
             job, live = self._finished[index]
-            record = _evolve(live or self._pending_record(job), state=job.final_state,
-                             start_time=job.start, end_time=job.end, node_list=self._node_list(job),
-                             site_factor=None)
+            final = {"state": job.final_state, "start_time": job.start, "end_time": job.end,
+                     "node_list": self._node_list(job), "site_factor": None}
+            record = self._pending_record(job, **final) if live is None else _evolve(live, **final)
             self._finished_records[index] = record
         return record
 

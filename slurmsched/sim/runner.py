@@ -26,12 +26,14 @@ A pass of the scheduler follows every cycle whose actions changed the queue orde
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Iterator, Protocol
 
 from tqdm import tqdm
 
@@ -137,6 +139,36 @@ def _to_sim_job(job: TraceJob, slurm: SimulatedSlurm) -> SimJob | None:
                   partition=partition, gpu_types=types, nodes=nodes)
 
 
+#: Allocations between two young-generation collections of Python's cyclic garbage
+#: collector during a run (the interpreter's default is 700), and the ratios of middle and
+#: old collections to them (default 10 and 10).
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+@contextlib.contextmanager
+def _few_collections() -> Iterator[None]:
+    """Run the body with the cyclic garbage collector scanning rarely; restored on exit.
+
+    A run allocates millions of short-lived objects (records, decisions, reasons) that
+    reference counting frees, and keeps a large, long-lived state (the trace, the queue,
+    the store's history). At the default thresholds the collector rescanned that state
+    again and again: about 4.9 s of Philly's 50 s under ``qssf``, 3.8 s of it in 13 full
+    collections. The objects alive before the run are frozen out of its scans and the
+    thresholds raised to :data:`GC_THRESHOLDS`; garbage in reference cycles is still
+    collected, later.
+    """
+    before = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
+@_few_collections()
 def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerConfig,
              engine_factory: EngineFactory | None = None, settings: SimSettings = SimSettings(),
              *, label: str = "", position: int | None = None) -> SimResult:

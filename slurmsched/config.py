@@ -120,15 +120,20 @@ class DbSection:
             PostgreSQL: ``postgresql+psycopg://user@host/dbname``.
         busy_timeout_s: seconds SQLite waits for another process's write lock before failing;
             at most :data:`MAX_BUSY_TIMEOUT_S` (SQLite takes milliseconds in a C ``int``).
+        readers_group: a group whose members may read the SQLite database (``explain``,
+            ``status``): its files become mode 0640 and the state directory 0750, of that
+            group. Empty (default): only the daemon's user (and root). Must name a group
+            of this host. PostgreSQL ignores it (grant a read-only role instead).
     """
 
     url: str = ""
     busy_timeout_s: Seconds = 10.0
+    readers_group: str = ""
 
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key; ``url`` as ``--db`` is checked
-        (:func:`slurmsched.store.connect.parse_url`)."""
-        from slurmsched.store.connect import parse_url
+        (:func:`slurmsched.store.connect.parse_url`), ``readers_group`` must name a group."""
+        from slurmsched.store.connect import group_id, parse_url
 
         if self.url:
             try:
@@ -138,6 +143,11 @@ class DbSection:
         if not 0 <= self.busy_timeout_s <= MAX_BUSY_TIMEOUT_S:
             raise ConfigError(f"{prefix}.busy_timeout_s must be >= 0 and <= {MAX_BUSY_TIMEOUT_S} "
                               f"(got {self.busy_timeout_s})")
+        if self.readers_group:
+            try:
+                group_id(self.readers_group)
+            except StoreError as exc:
+                raise ConfigError(f"{prefix}.readers_group: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -60,10 +60,13 @@ def _prediction(prediction: Prediction) -> str:
             + (f" [model {prediction.model_version}]" if prediction.model_version else ""))
 
 
-def _repository(config: Config):
+def _repository(config: Config, *, read_only: bool = False):
+    """The configured store, its schema checked; ``read_only`` for commands that only read
+    (``status``, ``explain``, ``config check``): a SQLite file this user cannot write, as
+    a member of ``db.readers_group``, is then opened read-only."""
     from slurmsched.store.repository import open_repository
 
-    return open_repository(config)
+    return open_repository(config, read_only=read_only)
 
 
 def _pause(config: Config, repo: JobRepository) -> bool:
@@ -161,7 +164,7 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
 
     config = get_config(ctx)
     now = time.time()
-    with closing(_repository(config)) as repo:
+    with closing(_repository(config, read_only=True)) as repo:
         recent = repo.recent_cycles(cycles)
         paused = repo.is_paused()
         applied = repo.applied_changes()
@@ -358,7 +361,7 @@ def _explanation(config: Config, job_id: int) -> Explanation | None:
     when slurmsched has no record of the job (Slurm is not asked then)."""
     from slurmsched.planner.changes import live_text
 
-    with closing(_repository(config)) as repo:
+    with closing(_repository(config, read_only=True)) as repo:
         prediction = repo.latest_prediction(job_id)
         decisions = repo.decisions_for(job_id)
         changes = [c for c in repo.applied_changes() if c.job_id == job_id]
@@ -524,7 +527,7 @@ def check(ctx: click.Context) -> None:
             values = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(section).items())
             click.echo(f"     [{field.name}] {values}")
     try:
-        with closing(_repository(config)) as repo:
+        with closing(_repository(config, read_only=True)) as repo:
             line("ok", f"database {repo.url}: schema current" + (", PAUSED" if repo.is_paused() else ""))
     except SlurmschedError as exc:
         line("FAIL", f"database: {exc}")

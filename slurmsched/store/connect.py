@@ -4,16 +4,24 @@ SQLite (the default) is a file under the state directory, created with mode 0600
 an opener that asks to create it (``create=True``), in WAL mode with a busy timeout;
 PostgreSQL is reached with psycopg 3
 (``postgresql+psycopg://``; a bare ``postgresql://`` URL is read the same way).
+
+With ``db.readers_group`` the SQLite files are shared with that group instead: the
+database file and its WAL files mode 0640 and the state directory 0750, all of that
+group, so its members can open the database read-only (``read_only``).
 """
 
 from __future__ import annotations
 
+import grp
 import logging
 import os
 import pwd
+import sqlite3
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -22,6 +30,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from slurmsched.errors import StoreError
 
 DEFAULT_BUSY_TIMEOUT_S = 10.0
+
+_log = logging.getLogger(__name__)
 
 
 def parse_url(url: str) -> URL:
@@ -54,7 +64,7 @@ def display_url(url: URL | str) -> str:
 
 
 def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, create: bool = False,
-                state_dir: str | Path | None = None) -> Engine:
+                state_dir: str | Path | None = None, readers_group: str = "", read_only: bool = False) -> Engine:
     """Create the engine for ``url``; a missing SQLite file is created only with ``create``.
 
     Args:
@@ -65,16 +75,27 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, cre
             ``create`` a missing SQLite file is refused and nothing is created.
             PostgreSQL databases are never created here.
         state_dir: the configured state directory: the one directory ``create`` may make.
+        readers_group: a group that may read the SQLite database (``db.readers_group``;
+            empty: none). A file created here is then mode 0640 and its new directory
+            0750, of that group; each connection of a writing engine (not ``read_only``)
+            gives the file, its WAL files and ``state_dir`` (when it holds the file) that
+            group and its read bits, logging what it changed; nothing becomes readable by
+            others. Ignored for PostgreSQL (grant a read-only role there).
+        read_only: the caller only reads. A SQLite file this user cannot write is then
+            opened read-only (``mode=ro`` while its ``-wal`` file exists, ``immutable=1``
+            when none does: a reader may not create the WAL files), with ``query_only``
+            set; nothing is written or created. Ignored for PostgreSQL.
 
     Raises:
-        StoreError: bad URL, missing driver; for SQLite, a missing file without
-            ``create``, or with it a missing directory other than ``state_dir`` or a
-            file that cannot be created.
+        StoreError: bad URL, missing driver, ``readers_group`` not a group; for SQLite,
+            a missing file without ``create``, or with it a missing directory other than
+            ``state_dir`` or a file that cannot be created.
     """
     parsed = parse_url(url)
     try:
         if parsed.get_backend_name() == "sqlite":
-            return _sqlite_engine(parsed, busy_timeout_s, create, state_dir)
+            gid = group_id(readers_group) if readers_group and not read_only else None
+            return _sqlite_engine(parsed, busy_timeout_s, create, state_dir, gid, read_only)
         logging.getLogger("psycopg").addFilter(_REDUNDANT_PSYCOPG_WARNING)  # adding it again is a no-op
         # Plan every statement when it runs: psycopg would prepare one run five times and
         # keep its generic plan, which, made while a first import's table was still empty,
@@ -106,37 +127,49 @@ _REDUNDANT_PSYCOPG_WARNING = _RedundantPsycopgWarning()
 WRITE_LOCK = "slurmsched_write_lock"
 
 
-def _sqlite_engine(url: URL, busy_timeout_s: float, create: bool, state_dir: str | Path | None) -> Engine:
+def _sqlite_engine(url: URL, busy_timeout_s: float, create: bool, state_dir: str | Path | None,
+                   gid: int | None, read_only: bool) -> Engine:
     """SQLite with explicit transactions: ``BEGIN IMMEDIATE`` where :data:`WRITE_LOCK` is set.
 
     A transaction that reads and then writes must hold the write lock from its start:
     under WAL, a deferred transaction whose snapshot is older than another process's
     commit fails at its first write at once, without waiting. So writers take the lock
     up front (waiting up to ``busy_timeout_s`` for it) and readers never block anyone.
-    ``create`` and ``state_dir`` are :func:`make_engine`'s.
+    ``create``, ``state_dir`` and ``read_only`` are :func:`make_engine`'s; ``gid`` is its
+    ``readers_group`` (``None``: private).
     """
     path = url.database
     if not path or path == ":memory:":
         raise StoreError(f"SQLite needs a file: sqlite:///PATH (got {display_url(url)})")
     if create:
-        _create_private_file(Path(path), state_dir)
+        _create_private_file(Path(path), state_dir, gid)
     elif not os.path.exists(path):
         # sqlite3 would create an empty file here, owned by whoever ran the command.
         hidden = _unreachable(Path(path))  # or a file this user cannot see
         if hidden is not None:
             raise StoreError(f"cannot open database file {path}: {hidden}")
         raise StoreError(f"no database at {path}: run 'slurmsched db upgrade' (as the daemon's user)")
-    engine = create_engine(url)
+    read_only = read_only and not os.access(path, os.W_OK, effective_ids=True)
+    if read_only:  # the URL stays the plain path, for messages; the driver gets the URI
+        engine = create_engine(url, creator=lambda: sqlite3.connect(_read_only_uri(Path(path)), uri=True,
+                                                                     check_same_thread=False))
+    else:
+        engine = create_engine(url)
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001 - DB-API connection
         dbapi_conn.isolation_level = None  # no implicit BEGIN from the driver: "begin" below
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        if read_only:
+            cursor.execute("PRAGMA query_only=ON")
+        else:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+        if gid is not None:  # the WAL files exist now, made by this process with its group
+            _share_with_group(Path(path), gid, state_dir)
 
     @event.listens_for(engine, "begin")
     def _begin(conn) -> None:  # noqa: ANN001 - SQLAlchemy Connection
@@ -145,8 +178,60 @@ def _sqlite_engine(url: URL, busy_timeout_s: float, create: bool, state_dir: str
     return engine
 
 
-def _create_private_file(path: Path, state_dir: str | Path | None) -> None:
-    """Create the database file readable by its owner only (an existing one is kept as it is).
+def _read_only_uri(path: Path) -> str:
+    """The SQLite URI that reads ``path`` without writing or creating anything: ``mode=ro``
+    while a writer's ``-wal`` file exists (its ``-shm`` is then there to map), else
+    ``immutable=1`` (``mode=ro`` would need to create the ``-shm`` file)."""
+    wal = path.with_name(path.name + "-wal")
+    return f"file:{quote(os.path.abspath(path))}?" + ("mode=ro" if wal.exists() else "immutable=1")
+
+
+def group_id(name: str) -> int:
+    """The id of group ``name``.
+
+    Raises:
+        StoreError: no such group on this host.
+    """
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        raise StoreError(f"no group {name!r} on this host") from None
+
+
+def _share_with_group(path: Path, gid: int, state_dir: str | Path | None) -> None:
+    """Give the database file ``path``, its WAL files that exist and its directory, when
+    that is ``state_dir``, the group ``gid`` and that group's read bits (and search bit for
+    the directory); other bits are kept, none is added for others. Each change is logged;
+    one this user may not make (a file it does not own) is logged as a warning instead.
+    """
+    targets = [(path, 0o040), *((path.with_name(path.name + s), 0o040) for s in ("-wal", "-shm"))]
+    if state_dir is not None and os.path.abspath(path.parent) == os.path.abspath(state_dir):
+        targets.append((path.parent, 0o050))
+    group = grp.getgrgid(gid).gr_name
+    for target, bits in targets:
+        try:
+            info = target.stat()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            _log.warning("db.readers_group: cannot check %s: %s", target, exc.strerror)
+            continue
+        mode = stat.S_IMODE(info.st_mode)
+        try:
+            if info.st_gid != gid:
+                os.chown(target, -1, gid)
+                _log.info("db.readers_group: %s now of group %s", target, group)
+            if mode | bits != mode:
+                os.chmod(target, mode | bits)
+                _log.info("db.readers_group: %s mode %04o -> %04o", target, mode, mode | bits)
+        except OSError as exc:
+            _log.warning("db.readers_group: cannot share %s with group %s: %s", target, group, exc.strerror)
+
+
+def _create_private_file(path: Path, state_dir: str | Path | None, gid: int | None = None) -> None:
+    """Create the database file readable by its owner only, or with ``gid`` (the readers'
+    group) by that group too: mode 0600 or 0640, its new directory 0700 or 0750. An
+    existing file is kept as it is (a writing connection shares it, :func:`_share_with_group`).
 
     Raises:
         StoreError: the file's directory does not exist and is not ``state_dir`` (a
@@ -157,8 +242,8 @@ def _create_private_file(path: Path, state_dir: str | Path | None) -> None:
         if state_dir is None or os.path.abspath(parent) != os.path.abspath(state_dir):
             raise StoreError(f"cannot create database file {path}: directory {parent} does not exist")
     try:
-        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700 if gid is None else 0o750)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600 if gid is None else 0o640)
         os.close(fd)
     except OSError as exc:
         doing = "open database file {} for writing" if path.exists() else "create database file {}"

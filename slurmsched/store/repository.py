@@ -70,7 +70,8 @@ class SqlJobRepository:
 
     @classmethod
     def from_url(cls, url: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, create: bool = False,
-                 state_dir: str | Path | None = None) -> "SqlJobRepository":
+                 state_dir: str | Path | None = None, readers_group: str = "",
+                 read_only: bool = False) -> "SqlJobRepository":
         """Connect to ``sqlite:///PATH`` (WAL) or ``postgresql+psycopg://...``; the schema is not checked.
 
         Args:
@@ -78,28 +79,35 @@ class SqlJobRepository:
                 or in ``state_dir``, which is made if missing; without it a missing
                 SQLite file is refused and nothing is created.
             state_dir: the configured state directory.
+            readers_group: the group the SQLite files are shared with (``db.readers_group``).
+            read_only: the caller only reads: a SQLite file this user cannot write is
+                opened read-only, and any write fails.
 
         Raises:
             StoreError: bad URL, missing driver, or the SQLite file is missing (without
                 ``create``) or cannot be created (see :func:`~slurmsched.store.connect.make_engine`).
         """
-        return cls(make_engine(url, busy_timeout_s, create=create, state_dir=state_dir))
+        return cls(make_engine(url, busy_timeout_s, create=create, state_dir=state_dir,
+                               readers_group=readers_group, read_only=read_only))
 
     @classmethod
-    def from_config(cls, config: Config, *, create: bool = False, url: str | None = None) -> "SqlJobRepository":
+    def from_config(cls, config: Config, *, create: bool = False, url: str | None = None,
+                    read_only: bool = False) -> "SqlJobRepository":
         """The database the configuration names (or ``url``), its schema not checked.
 
         Args:
-            config: ``db.url`` (default: SQLite under ``daemon.state_dir``), ``db.busy_timeout_s``
-                and ``daemon.state_dir`` (the directory ``create`` may make).
+            config: ``db.url`` (default: SQLite under ``daemon.state_dir``), ``db.busy_timeout_s``,
+                ``db.readers_group`` and ``daemon.state_dir`` (the directory ``create`` may make).
             create: create a missing SQLite file (see :meth:`from_url`).
             url: use this URL instead of the configured one (``--db``).
+            read_only: the caller only reads (see :meth:`from_url`).
 
         Raises:
             StoreError: as :meth:`from_url`.
         """
         return cls.from_url(url or config.db_url, busy_timeout_s=config.db.busy_timeout_s, create=create,
-                            state_dir=config.daemon.state_dir)
+                            state_dir=config.daemon.state_dir, readers_group=config.db.readers_group,
+                            read_only=read_only)
 
     @property
     def url(self) -> str:
@@ -468,7 +476,8 @@ class SqlJobRepository:
         return None if row is None else (row.version, bytes(row.blob), dict(row.meta or {}))
 
 
-def open_repository(config: Config, *, create: bool = False, url: str | None = None) -> SqlJobRepository:
+def open_repository(config: Config, *, create: bool = False, url: str | None = None,
+                    read_only: bool = False) -> SqlJobRepository:
     """The repository the configuration names, with its schema checked.
 
     Only commands that write history on purpose (``history import``) pass ``create``;
@@ -481,12 +490,15 @@ def open_repository(config: Config, *, create: bool = False, url: str | None = N
             migrate a database that slurmsched never touched (no tables yet) to the current
             schema instead of refusing it; an older schema is still refused.
         url: use this URL instead of the configured one (``--db``).
+        read_only: the caller only reads (not with ``create``): a SQLite file this user
+            cannot write is opened read-only (see :meth:`SqlJobRepository.from_url`); the
+            schema is checked, never migrated.
 
     Raises:
         SchemaOutOfDate: the schema is not the one this slurmsched needs.
         StoreError: the database cannot be opened (or, without ``create``, the SQLite file is missing).
     """
-    repo = SqlJobRepository.from_config(config, create=create, url=url)
+    repo = SqlJobRepository.from_config(config, create=create, url=url, read_only=read_only)
     try:
         if create and repo.schema_revision() is None:
             repo.upgrade()

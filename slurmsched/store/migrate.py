@@ -10,6 +10,7 @@ lines per command); those lines show only when slurmsched logs at debug (``-vv``
 
 from __future__ import annotations
 
+import functools
 import logging
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,9 +54,15 @@ def _alembic_config(connection: Connection | None = None) -> AlembicConfig:
     return config
 
 
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    """The migration scripts, read once per process (they do not change while it runs)."""
+    return ScriptDirectory.from_config(_alembic_config())
+
+
 def head_revision() -> str:
     """The revision this version of slurmsched needs (the newest script in ``db/versions``)."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None, f"no migration scripts in {SCRIPTS}"
     return head
 
@@ -63,7 +70,7 @@ def head_revision() -> str:
 def is_known(revision: str) -> bool:
     """Whether ``revision`` is one of this slurmsched's migration scripts."""
     try:
-        return ScriptDirectory.from_config(_alembic_config()).get_revision(revision) is not None
+        return _scripts().get_revision(revision) is not None
     except CommandError:
         return False
 

@@ -80,6 +80,9 @@ def _as_nobody(config: Path, *args: str) -> tuple[int, str]:
     """``slurmsched --config CONFIG ARGS`` run by ``nobody`` in :data:`GROUP` only, in a
     forked child: (exit code, output). A failure of the child itself fails the test."""
     uid, gid = _reader_ids()
+    # The migration scripts are read here, as root: a checkout (CI's clone, a mktemp
+    # directory) may be private to root, where an installed package is world-readable.
+    migrate.head_revision()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest

@@ -236,14 +236,7 @@ class QssfPolicy(ScoringPolicy):
 
     def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """The next aging tick while the guard has not expired; never without aging."""
-        if self.guard_s is None:
-            return math.inf
-        waited = self.waited_s(job, now)
-        # The run time only lengthens the backlog guard: below that, no need to compute it.
-        if waited >= self.patience_s(backlog_s) and waited >= self._patience(
-                job, backlog_s, self.duration(job, prediction)):
-            return math.inf
-        return (math.floor(now / self._step_s) + 1) * self._step_s
+        return self.score_and_change(job, prediction, now, backlog_s)[1]
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
         """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3 h of 72 h guard ...``

@@ -135,7 +135,7 @@ def stats(ctx: click.Context, db_url: str | None, cluster_name: str | None, top:
     from slurmsched.store.repository import open_repository
     from slurmsched.store.stats import summarize
 
-    repo = open_repository(get_config(ctx), url=db_url)
+    repo = open_repository(get_config(ctx), url=db_url, read_only=True)
     try:
         summary = summarize(one_cluster(repo.iter_jobs(), cluster_name), top=top)
     finally:

@@ -77,7 +77,7 @@ def show(ctx: click.Context, job_id: int, db_url: str | None, as_json: bool) -> 
     job = next((j for j in snapshot.jobs if j.job_id == job_id), None)
     if job is None:
         raise click.ClickException(f"job {job_id} is not in the queue (finished, or never existed)")
-    repo = open_repository(config, url=db_url)
+    repo = open_repository(config, url=db_url, read_only=True)
     try:
         predictor, origin = _restore(repo, config.daemon.predictor)
         recorded = repo.latest_prediction(job_id)
@@ -208,7 +208,7 @@ def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: s
     from slurmsched.store.repository import open_repository
     from slurmsched.store.selection import one_cluster
 
-    repo = open_repository(get_config(ctx), url=db_url)
+    repo = open_repository(get_config(ctx), url=db_url, read_only=True)
     try:
         with tqdm(desc="reading", unit=" jobs", disable=None, leave=False) as bar:
             jobs = []

@@ -143,7 +143,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
     else:
         from slurmsched.store.repository import open_repository
 
-        repository = open_repository(config, url=db_url)
+        repository = open_repository(config, url=db_url, read_only=True)
         try:
             first = None if since is None else since - (warmup or 0.0)
             # a job submitted since `first` ended after it: the database skips the older ones

@@ -1,4 +1,5 @@
-"""``db.readers_group``: a non-root member of the group reads the SQLite store (``explain``).
+"""``db.readers_group``: a non-root member of the group reads the SQLite store (``explain``,
+``status``, ``history stats``, ``predict evaluate --from-db``, ``simulate --from-db``).
 
 The reader is real: a forked child gives up root for ``nobody`` in group ``nogroup`` and
 runs the command line in-process (:func:`_as_nobody`). Skipped unless run as root on a
@@ -26,7 +27,7 @@ from click.testing import CliRunner
 from slurmsched.cli import main
 from slurmsched.config import load_config
 from slurmsched.errors import ConfigError
-from slurmsched.model import Decision, Prediction
+from slurmsched.model import Decision, JobRecord, JobState, Prediction
 from slurmsched.store import migrate
 from slurmsched.store.protocol import CycleKind
 from slurmsched.store.repository import SqlJobRepository
@@ -76,9 +77,19 @@ def _writer(config: Path) -> SqlJobRepository:
     return repo
 
 
-def _as_nobody(config: Path, *args: str) -> tuple[int, str]:
+def _finished_runs(repo: SqlJobRepository, count: int) -> None:
+    """``count`` finished jobs of two users on cluster ``dev``, one every 10 minutes."""
+    t0 = time.time() - 86400
+    repo.ingest_finished([JobRecord(job_id=100 + i, user=f"u{i % 2}", name="train", submit_time=t0 + 600 * i,
+                                    cluster="dev", state=JobState.COMPLETED, start_time=t0 + 600 * i + 5,
+                                    end_time=t0 + 600 * i + 305 + 60 * (i % 5), time_limit_s=3600, gpus=2,
+                                    cpus=4, node_list="gpu01") for i in range(count)])
+
+
+def _as_nobody(config: Path, *args: str, stdout_only: bool = False) -> tuple[int, str]:
     """``slurmsched --config CONFIG ARGS`` run by ``nobody`` in :data:`GROUP` only, in a
-    forked child: (exit code, output). A failure of the child itself fails the test."""
+    forked child: (exit code, output; with ``stdout_only`` without what went to stderr,
+    such as progress bars). A failure of the child itself fails the test."""
     uid, gid = _reader_ids()
     # The migration scripts are read here, as root: a checkout (CI's clone, a mktemp
     # directory) may be private to root, where an installed package is world-readable.
@@ -93,7 +104,7 @@ def _as_nobody(config: Path, *args: str) -> tuple[int, str]:
             os.setuid(uid)
             result = CliRunner().invoke(main, ["--config", str(config), *args],
                                         env={k: None for k in os.environ if k.startswith("SLURMSCHED_")})
-            payload = json.dumps([result.exit_code, result.output])
+            payload = json.dumps([result.exit_code, result.stdout if stdout_only else result.output])
         except BaseException:  # noqa: BLE001 - reported to the parent
             payload = json.dumps([None, traceback.format_exc()])
         with os.fdopen(write_end, "w") as out:
@@ -137,6 +148,29 @@ def test_a_group_member_reads_while_the_writer_is_open_and_after(site):
     for path, mode in ((db, 0o640), (db.parent, 0o750)):
         info = path.stat()
         assert (stat.S_IMODE(info.st_mode), info.st_gid) == (mode, gid), path
+
+
+def test_a_group_member_runs_the_history_commands_read_only(site):
+    _reader_ids()
+    config = _config(site, GROUP)
+    writer = _writer(config)
+    try:
+        _finished_runs(writer, 30)
+    finally:
+        writer.close()
+    commands = (("history", "stats", "--json"), ("predict", "evaluate", "--from-db", "--json"),
+                ("simulate", "--from-db", "--policy", "fifo", "--gpus", "4", "--json"))
+    # the owner's answers first (this also imports, as root, what the commands load late)
+    owner = [CliRunner().invoke(main, ["--config", str(config), *args]) for args in commands]
+    db = site / "state" / "slurmsched.db"
+    before = (db.read_bytes(), db.stat().st_mtime_ns)
+    for args, expected in zip(commands, owner):
+        assert expected.exit_code == 0, expected.output
+        assert json.loads(expected.stdout)["jobs"] == 30
+        code, output = _as_nobody(config, *args, stdout_only=True)
+        assert (code, output) == (0, expected.stdout), args
+    assert (db.read_bytes(), db.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in db.parent.iterdir()) == ["slurmsched.db"], "the readers created nothing"
 
 
 def test_without_a_readers_group_another_user_is_told_what_stops_it(site):

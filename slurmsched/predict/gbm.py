@@ -49,7 +49,7 @@ import logging
 import math
 import pickle
 from collections import OrderedDict
-from typing import Iterator, NamedTuple, Sequence, cast
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import sklearn
@@ -171,11 +171,13 @@ class SlurmschedPredictor:
         statistics, expert records and rows are rebuilt by replaying ``history``. With
         fewer than :data:`MIN_TRAIN_JOBS` rows only the statistics are rebuilt.
         """
-        runs = [job for job in history if job.runtime_s is not None]
-        ends = cast("Iterator[float]", (job.end_time for job in runs))  # a run has an end time
+        # the end of every run (JobRecord.runtime_s is not None: started and ended), read
+        # without the property: this pass over the whole history comes with every refit
+        ends = [job.end_time for job in history if job.start_time is not None and job.end_time is not None]
+        runs = len(ends)
         latest = max(ends, default=float("-inf"))
-        if len(runs) != self.runs_seen or latest != self.seen_until:
-            self._replay(history, len(runs), latest)
+        if runs != self.runs_seen or latest != self.seen_until:
+            self._replay(history, runs, latest)
         if self._kept < MIN_TRAIN_JOBS:
             log.info("%d runs to learn from: too few to train, experts answer alone", self._kept)
             return
@@ -188,7 +190,7 @@ class SlurmschedPredictor:
         self.models = tuple(models)
         self.trees = CompiledTrees.from_models(models)
         self.columns = columns
-        self.fitted_jobs = len(runs)
+        self.fitted_jobs = runs
         self.version = "gbm-" + hashlib.sha1(X.tobytes() + residual.tobytes()).hexdigest()[:10]
         log.info("trained %s on %d runs", self.version, len(residual))
 

@@ -29,8 +29,9 @@ class SimJob:
         partition: the partition it runs in; ``gpu_types``: node types it may use.
         nodes: nodes it will occupy (the fewest that can hold it; set at submit).
         site_factor: current SiteFactor (changed only through the gateway's ``apply``).
-        group: (pool, partition whose nodes it may use, GPU types, nodes): jobs of one
-            group compete for the same nodes in the same way.
+        group: the id of its placement group, numbered by the simulated slurmctld: jobs of
+            the same pool, partition whose nodes they may use, GPU types and node count
+            compete for the same nodes in the same way.
         start, end, alloc: set when it starts.
     """
 
@@ -48,4 +49,4 @@ class SimJob:
     start: float | None = None
     end: float | None = None
     alloc: Allocation = ()
-    group: tuple[str, str, GpuTypes, int] = ("", "", None, 1)
+    group: int = 0

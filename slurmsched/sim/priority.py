@@ -32,6 +32,8 @@ from slurmsched.model import SchedulerConfig
 from slurmsched.sim.job import SimJob
 
 _Key = tuple[int, float, float, int]
+#: Sorts after every key (tiers are ints): the old list's end in :meth:`PriorityQueue._merged`.
+_AFTER_ALL = (math.inf, 0.0, 0.0, 0)
 
 
 class PriorityQueue:
@@ -205,15 +207,19 @@ class PriorityQueue:
         return self._merged(now)
 
     def _merged(self, now: float) -> Iterator[SimJob]:
-        """The two sorted lists merged, young keys shifted to their priority at ``now``."""
-        jobs, old = self._jobs, self._old
+        """The two sorted lists merged, young keys shifted to their priority at ``now``
+        (both lists hold jobs)."""
+        jobs = self._jobs
         shift = self._rate * now
-        at, count = 0, len(old)
+        olds = iter(self._old)
+        head: tuple[float, float, float, int] = next(olds)
         for tier, score, submit, job_id in self._young:
             key = (tier, score - shift, submit, job_id)
-            while at < count and old[at] < key:
-                yield jobs[old[at][3]]
-                at += 1
+            while head < key:
+                yield jobs[head[3]]
+                head = next(olds, _AFTER_ALL)
             yield jobs[job_id]
-        for key in old[at:]:
-            yield jobs[key[3]]
+        if head is not _AFTER_ALL:
+            yield jobs[head[3]]
+            for head in olds:
+                yield jobs[head[3]]

@@ -88,8 +88,8 @@ class _Pass:
 
     Attributes:
         reservations: per pool, EASY's reservation.
-        min_fail: per placement group (pool, partition whose nodes it may use, GPU types,
-            node count), the smallest job that did not fit.
+        min_fail: per placement group (:attr:`SimJob.group`), the smallest job that did
+            not fit.
         delaying: pools where a job that fit was held back because it would delay the
             reservation (on another node it might not, so a later start there makes the
             verdict stale).
@@ -108,9 +108,9 @@ class _Pass:
     """
 
     reservations: dict[str, _Reservation] = field(default_factory=dict)
-    min_fail: dict[_Group, int] = field(default_factory=dict)
+    min_fail: dict[int, int] = field(default_factory=dict)
     delaying: set[str] = field(default_factory=set)
-    delayers: dict[tuple[_Group, int], int] = field(default_factory=dict)
+    delayers: dict[tuple[int, int], int] = field(default_factory=dict)
     starts: int = 0
     moved: set[str] = field(default_factory=set)
     stale: bool = False
@@ -163,7 +163,9 @@ class SimulatedSlurm:
         self._queue = PriorityQueue(config, spec.total_gpus if spec.unit_nodes else len(spec.nodes), spec.total_gpus,
                                     unit_nodes=spec.unit_nodes)
         self._pending: dict[int, SimJob] = {}
-        self._sizes: dict[_Group, dict[int, int]] = {}  # pending jobs per placement group and GPU count
+        self._group_ids: dict[_Group, int] = {}  # placement group -> its id (SimJob.group)
+        self._group_pools: list[str] = []  # each group id's pool
+        self._sizes: dict[int, dict[int, int]] = {}  # pending jobs per placement group and GPU count
         self._running: dict[int, SimJob] = {}
         self._by_end: dict[str, list[tuple[float, int]]] = {name: [] for name in self._pools}
         self._records: dict[int, JobRecord] = {}
@@ -226,7 +228,7 @@ class SimulatedSlurm:
                          duration=known.get(record.job_id, limit), units=record.gpus, bf_limit=limit,
                          final_state=JobState.COMPLETED, partition=partition, gpu_types=types, nodes=nodes,
                          site_factor=record.site_factor or 0)
-            job.group = (partition.pool, partition.nodes_of, types, nodes)
+            slurm._join_group(job)
             slurm._records[job.job_id] = record
             if record.state is JobState.PENDING:
                 slurm._pending[job.job_id] = job
@@ -301,7 +303,7 @@ class SimulatedSlurm:
         """Queue a job (as ``sbatch`` would) at the current time; the submit plugin, when
         there is one, gives it its SiteFactor first (no RPC: it runs inside slurmctld)."""
         now = self._clock.now()
-        job.group = (job.partition.pool, job.partition.nodes_of, job.gpu_types, job.nodes)
+        self._join_group(job)
         plugin = self.submit_plugin
         value = plugin.site_factor(job.trace, job.units, now) if plugin is not None else None
         if plugin is not None and value is not None:
@@ -364,19 +366,18 @@ class SimulatedSlurm:
         self._last_pass = state = _Pass(at=now)
         if not self._pending:
             return []
-        pools = self._pools
-        open_pools = sum(1 for p in pools.values() if p.free_total > 0)
+        pools, group_pools = self._pools, self._group_pools
+        full_pools = {name for name, pool in pools.items() if pool.free_total == 0}
+        # The groups of pools without free GPUs: their jobs are passed over, not tested.
+        full = {member for member, name in enumerate(group_pools) if name in full_pools}
         single = len(pools) == 1
         started = []
         tested, depth = 0, self._depth
         min_fail, reservations, delayers = state.min_fail, state.reservations, state.delayers
         inf = math.inf
-        for job in queue.ordered(now):
-            if open_pools == 0:
-                break
+        for job in (queue.ordered(now) if len(full_pools) < len(pools) else ()):
             group = job.group
-            pool = pools[group[0]]
-            if pool.free_total == 0:
+            if group in full:
                 continue
             tested += 1
             if tested > depth:
@@ -385,14 +386,18 @@ class SimulatedSlurm:
             units = job.units
             if units >= min_fail.get(group, inf):
                 continue
-            reservation = reservations.get(group[0])
-            if (reservation is not None and now + job.bf_limit > reservation.shadow_time
-                    and delayers.get((group, units)) == state.starts):
-                continue
+            if delayers.get((group, units)) == state.starts:
+                reservation = reservations.get(job.partition.pool)
+                if reservation is not None and now + job.bf_limit > reservation.shadow_time:
+                    continue
             if self._consider(job, state, now):
                 started.append(job)
-                if pool.free_total == 0:
-                    open_pools -= 1
+                pool_name = job.partition.pool
+                if pools[pool_name].free_total == 0:
+                    full_pools.add(pool_name)
+                    if len(full_pools) == len(pools):
+                        break
+                    full.update(member for member, name in enumerate(group_pools) if name == pool_name)
             elif single and min_fail.get(group) == units and self._all_refused(min_fail):
                 # This job's failure leaves every later one refused untouched: count them as
                 # tested (all are, in the one pool) and stop.
@@ -428,12 +433,12 @@ class SimulatedSlurm:
         if now >= last.order_until:
             return False
         for job in arrived:
-            reservation = last.reservations.get(job.group[0])
+            reservation = last.reservations.get(job.partition.pool)
             if reservation is not None and queue.sort_key(job, now) < queue.sort_key(reservation.head, now):
                 return False
             if self._unsettled(last, job):
                 return False
-            if several and pools[job.group[0]].free_total > 0 and queue.rank(job, now) >= self._depth:
+            if several and pools[job.partition.pool].free_total > 0 and queue.rank(job, now) >= self._depth:
                 return False
         return True
 
@@ -444,7 +449,7 @@ class SimulatedSlurm:
         started = []
         queue, pools = self._queue, self._pools
         for job in arrived:
-            if pools[job.group[0]].free_total == 0:
+            if pools[job.partition.pool].free_total == 0:
                 continue
             if queue.rank(job, now) >= self._depth:
                 last.truncated = True
@@ -462,13 +467,13 @@ class SimulatedSlurm:
         units = job.units
         if units >= state.min_fail.get(group, math.inf):
             return False
-        pool_name = group[0]
+        pool_name = job.partition.pool
         reservation = state.reservations.get(pool_name)
         delays = reservation is not None and now + job.bf_limit > reservation.shadow_time
         if delays and state.delayers.get((group, units)) == state.starts:
             return False
         pool = self._pools[pool_name]
-        alloc = pool.place(units, group[1], job.gpu_types)
+        alloc = pool.place(units, job.partition.nodes_of, job.gpu_types)
         if alloc is None:
             state.min_fail[group] = units
             if reservation is None:
@@ -495,7 +500,7 @@ class SimulatedSlurm:
 
     def _unsettled(self, state: _Pass, job: SimJob) -> bool:
         """Whether starting ``job`` might let a held-back job of its pool start elsewhere."""
-        pool = job.group[0]
+        pool = job.partition.pool
         return pool in state.delaying and len(self._pools[pool].capacity) > 1
 
     def _reserve(self, pool: Pool, head: SimJob, now: float) -> _Reservation:
@@ -689,9 +694,20 @@ class SimulatedSlurm:
         job.partition = partition
         job.gpu_types = gpu_types
         job.nodes = self.nodes_for(job.units, partition, gpu_types) or job.nodes
-        job.group = (partition.pool, partition.nodes_of, gpu_types, job.nodes)
+        self._join_group(job)
         self._count(job, 1)
         self._queue.add(job, self._clock.now())
+
+    def _join_group(self, job: SimJob) -> None:
+        """Set ``job.group`` to the id of its placement group (pool, partition whose nodes
+        it may use, GPU types, node count), numbering a group not seen before."""
+        partition = job.partition
+        key = (partition.pool, partition.nodes_of, job.gpu_types, job.nodes)
+        group = self._group_ids.get(key)
+        if group is None:
+            group = self._group_ids[key] = len(self._group_pools)
+            self._group_pools.append(partition.pool)
+        job.group = group
 
     def _count(self, job: SimJob, change: int) -> None:
         """Count a pending job in (``change`` 1) or out of (-1) the jobs of its group and size."""
@@ -702,7 +718,7 @@ class SimulatedSlurm:
             if not sizes:
                 del self._sizes[job.group]
 
-    def _all_refused(self, min_fail: Mapping[_Group, int]) -> bool:
+    def _all_refused(self, min_fail: Mapping[int, int]) -> bool:
         """Whether every pending job is at least as big as a job of its group that did not
         fit in this pass (so a pass would test and refuse every job still to come)."""
         return all(min(sizes) >= min_fail.get(group, math.inf) for group, sizes in self._sizes.items())

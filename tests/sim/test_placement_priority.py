@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from slurmsched.model import JobRecord, SchedulerConfig
 from slurmsched.sim.cluster import PartitionSpec
 from slurmsched.sim.job import SimJob
@@ -144,3 +146,18 @@ def test_order_kept_until_remembers_settled_jobs_until_a_capped_job_is_added() -
     queue.set_site_factor(capped, 170)          # a capped job added at 270: ``high`` (250 at 110) passes it at 130
     assert queue.order_kept_until(110.0) == 130.0
     assert queue.order_kept_until(100.0, [high]) == 130.0   # an earlier time: nothing remembered holds
+
+
+def test_ordered_merges_capped_and_young_jobs_as_sorting_by_priority_would() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        # Integer priorities (1 point a second of age), so the reference sort is exact.
+        queue = PriorityQueue(SchedulerConfig(weight_age=100, priority_max_age_s=100), 10, 10)
+        jobs = [sim_job(i, float(rng.randrange(150)), tier=rng.choice((1, 1, 2))) for i in range(rng.randrange(1, 12))]
+        for j in jobs:
+            queue.add(j, 150.0)                 # a third of them capped
+        for j in rng.sample(jobs, rng.randrange(len(jobs) + 1)):
+            queue.set_site_factor(j, rng.randrange(-60, 60))
+        now = 150.0 + rng.randrange(100)
+        expected = sorted(jobs, key=lambda j: queue.sort_key(j, now))
+        assert order(queue, now) == [j.job_id for j in expected]

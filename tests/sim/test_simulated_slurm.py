@@ -86,6 +86,23 @@ def test_unknown_partitions_share_the_default_pool_and_pools_are_separate() -> N
     assert spec.partition("other").pool == "vc1"
 
 
+def test_jobs_share_a_group_id_exactly_when_they_compete_for_the_same_nodes_alike() -> None:
+    spec = ClusterSpec(name="c", nodes=(NodeSpec("a1", 8, "a100", "main"), NodeSpec("a2", 8, "a100", "main"),
+                                        NodeSpec("x1", 8, None, "other")),
+                       partitions=(PartitionSpec("gpu", "main"), PartitionSpec("x", "other")))
+    slurm, _ = make(spec)
+    jobs = [job(slurm, 1, 2, 60.0, partition="gpu"), job(slurm, 2, 4, 60.0, partition="vc"),  # vc: over gpu's nodes
+            job(slurm, 3, 12, 60.0, partition="gpu"),                                         # two nodes
+            job(slurm, 4, 2, 60.0, partition="gpu", gpu_type="a100"),                          # typed
+            job(slurm, 5, 2, 60.0, partition="x")]                                             # another pool
+    for j in jobs:
+        slurm.submit(j)
+    assert jobs[0].group == jobs[1].group
+    assert len({j.group for j in jobs[1:]}) == 4
+    assert slurm.apply([SetFeatures(1, "a100")])[0].ok
+    assert jobs[0].group == jobs[3].group         # re-queued with the typed job's constraint
+
+
 def test_a_job_its_gpu_type_cannot_hold_may_run_on_any_type() -> None:
     # e.g. an exclusive job over every node, recorded with the type of most of its GPUs
     slurm, _ = make(ClusterSpec(name="c", nodes=(NodeSpec("a1", 8, "a100", "main"), NodeSpec("a2", 8, "a100", "main"),

@@ -9,13 +9,16 @@ need anything redone:
   traces without them, identifies nobody and re-predicts nothing), everything after a
   refit or on the engine's first cycle;
 * re-score: the above, plus jobs whose score the policy said would change with time by
-  now (an aging tick, the guard; :meth:`Policy.changes_at`, kept in a heap);
+  now (an aging tick, the guard; :meth:`Policy.changes_at`, kept in a heap); a job
+  keeps its :meth:`Policy.scorer` while its record, prediction and backlog wait stay the
+  same, so an aging tick costs no run-time or service arithmetic;
 * re-plan: the above, plus jobs whose plan-relevant fields changed (SiteFactor,
   features, switches, hold) and jobs whose last plan is not in place yet.
 
 It also keeps the expected work of the whole pending queue (:meth:`Policy.work`), so a
 newly seen job's backlog wait (:func:`~slurmsched.policy.base.backlog_waits`) costs
-nothing more than its own prediction; the backlog wait is fixed from then on.
+nothing more than its own prediction; the backlog wait is fixed from then on. The
+cluster's capacity is computed again only when the nodes' configured CPUs or GRES change.
 
 A job whose record object is the very one seen last cycle (the simulator reuses them)
 is recognised by identity, with set operations rather than a loop over the queue;
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from typing import AbstractSet as Set, Collection, Sequence
 
 from slurmsched.model import JobRecord, NodeRecord, Prediction, QueueDelta
-from slurmsched.policy.base import JobScore, Policy, Ranking, backlog_waits, sort_key
+from slurmsched.policy.base import JobScore, Policy, Ranking, Scorer, backlog_waits, sort_key
 from slurmsched.predict.protocol import Predictor
 
 
@@ -50,7 +53,11 @@ def plan_inputs(job: JobRecord) -> tuple:
 
 @dataclass(slots=True)
 class Tracked:
-    """One pending job as the engine last saw, predicted, scored and planned it."""
+    """One pending job as the engine last saw, predicted, scored and planned it.
+
+    ``scorer`` is the policy's :meth:`~Policy.scorer` for ``job``, ``prediction`` and
+    ``backlog_s``, made at the next rescore; whoever changes one of these sets it to ``None``.
+    """
 
     job: JobRecord
     inputs: tuple
@@ -62,6 +69,7 @@ class Tracked:
     due: float = math.inf
     work: float = 0.0
     backlog_s: float = 0.0
+    scorer: Scorer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +95,7 @@ class QueueTracker:
     planned again every cycle until the planner finds nothing to do for them.
 
     Args:
-        policy: scores jobs (``score``, ``changes_at``, ``explain``).
+        policy: scores jobs (``scorer``, ``work``, ``capacity``, ``explain``).
         predictor: predicts re-predicted jobs in one batch.
     """
 
@@ -107,6 +115,7 @@ class QueueTracker:
         self._queued = 0.0
         self._reasons: dict[int, str] = {}  # explain's texts at _reasons_at, since the last update
         self._reasons_at = math.nan
+        self._capacity: tuple[list[tuple[int, tuple]], float] | None = None  # (nodes' cpus and gres, capacity)
         self.unsettled: set[int] = set()
 
     def update(self, now: float, *, pending: Sequence[JobRecord] | None = None, delta: QueueDelta | None = None,
@@ -130,7 +139,8 @@ class QueueTracker:
             users, names: users and job names with newly finished runs; their pending
                 jobs are predicted again.
             nodes: the cluster's nodes: their capacity (:meth:`Policy.capacity`, computed
-                only when jobs arrived) gives newly seen jobs their backlog waits.
+                only when jobs arrived and the nodes' configured CPUs or GRES changed)
+                gives newly seen jobs their backlog waits.
         """
         table = self.jobs
         self._reasons = {}
@@ -159,7 +169,7 @@ class QueueTracker:
                 if others != tracked.plan_inputs:
                     tracked.plan_inputs = others
                     replan.add(job.job_id)
-                tracked.job = job
+                tracked.job, tracked.scorer = job, None
         departed: tuple[int, ...] = ()
         if delta is not None:
             departed = tuple(i for i in delta.left if i in table)
@@ -235,17 +245,24 @@ class QueueTracker:
                 fresh.append(before)
             self._unindex(before)
             before.job, before.inputs, before.plan_inputs = job, prediction_inputs(job), plan_inputs(job)
-            before.prediction, before.version = prediction, version
+            before.prediction, before.version, before.scorer = prediction, version, None
             self._queued -= before.work
             before.work = work(job, prediction)
             self._queued += before.work
             self._index(before)
         if arrived:
-            waits = backlog_waits(((t.job, t.work) for t in arrived), self.policy.capacity(nodes), self._queued)
+            waits = backlog_waits(((t.job, t.work) for t in arrived), self._capacity_of(nodes), self._queued)
             for tracked in arrived:
                 tracked.backlog_s = waits[tracked.job.job_id]
                 self._queued += tracked.work
         return fresh
+
+    def _capacity_of(self, nodes: Sequence[NodeRecord]) -> float:
+        """:meth:`Policy.capacity` of ``nodes``, kept while their configured CPUs and GRES stay the same."""
+        key = [(node.cpus, node.gres) for node in nodes]
+        if self._capacity is None or self._capacity[0] != key:
+            self._capacity = (key, self.policy.capacity(nodes))
+        return self._capacity[1]
 
     def _index(self, tracked: Tracked) -> None:
         """File the job under its user and its name; an empty one identifies nobody and is not filed."""
@@ -267,13 +284,16 @@ class QueueTracker:
 
     def _rescore(self, jobs: list[Tracked], now: float) -> None:
         """Score ``jobs`` again, note when time changes their score next, and move them in the order."""
-        score_and_change, unsettled, order = self.policy.score_and_change, self.unsettled, self._order
+        make_scorer, unsettled, order = self.policy.scorer, self.unsettled, self._order
         rebuild = len(jobs) > len(self.jobs) // 8
         for tracked in jobs:
             job = tracked.job
             if not rebuild and tracked.order is not None:
                 self._remove(tracked.order)
-            tracked.score, tracked.due = score_and_change(job, tracked.prediction, now, tracked.backlog_s)
+            scorer = tracked.scorer
+            if scorer is None:
+                scorer = tracked.scorer = make_scorer(job, tracked.prediction, tracked.backlog_s)
+            tracked.score, tracked.due = scorer(now)
             tracked.order = sort_key(job, tracked.score)
             if tracked.due < math.inf:
                 self._due_at(tracked.due).append(job.job_id)

@@ -5,6 +5,8 @@ and its *backlog wait*, a number fixed when the job is first seen (:func:`backlo
 never of the other jobs' current state; so a job's score can be computed once and kept
 while nothing about it changes. :meth:`Policy.changes_at` says when time itself will
 change a job's score (an aging tick); until then an unchanged job keeps its score.
+:meth:`Policy.scorer` gives both as a function of the time alone, for an engine that
+scores the same job again at each tick.
 The order is ascending ``(score, submit time, job id)``: deterministic tie-breaks.
 
 The backlog wait estimates how long first come, first served would keep the job
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from slurmsched.model import JobRecord, NodeRecord, Prediction
 
@@ -78,6 +80,10 @@ class Ranking:
     guard_s: float | None = None
 
 
+#: A job's ``(score, changes_at)`` at a given time (:meth:`Policy.scorer`).
+Scorer = Callable[[float], tuple[float, float]]
+
+
 def sort_key(job: JobRecord, score: float) -> tuple[float, float, int]:
     """The total order of every policy: score, then submit time, then job id."""
     return (score, job.submit_time, job.job_id)
@@ -122,7 +128,9 @@ class Policy(Protocol):
         ...
 
     def capacity(self, nodes: Sequence[NodeRecord]) -> float:
-        """The cluster's capacity in the units of :meth:`work` (0: no backlog waits)."""
+        """The cluster's capacity in the units of :meth:`work` (0: no backlog waits): a function
+        of each node's configured ``cpus`` and ``gres`` alone, not of its state or allocation
+        (an engine computes it again only when these change)."""
         ...
 
     def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
@@ -133,9 +141,11 @@ class Policy(Protocol):
         """The job's own score at ``now`` given its backlog wait (lower runs earlier); pure."""
         ...
 
-    def score_and_change(self, job: JobRecord, prediction: Prediction | None, now: float,
-                         backlog_s: float = 0.0) -> tuple[float, float]:
-        """``(score(...), changes_at(...))`` in one call, exactly those two values."""
+    def scorer(self, job: JobRecord, prediction: Prediction | None, backlog_s: float = 0.0) -> Scorer:
+        """The job's score and next change as a function of the time alone: for every ``now``,
+        ``scorer(job, prediction, backlog_s)(now) == (score(job, prediction, now, backlog_s),
+        changes_at(job, prediction, now, backlog_s))``, bit for bit. What does not depend on
+        the time is computed once, when the scorer is made; it keeps no state between calls."""
         ...
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
@@ -170,10 +180,11 @@ class ScoringPolicy:
         """The job's own score (subclasses define it)."""
         raise NotImplementedError
 
-    def score_and_change(self, job: JobRecord, prediction: Prediction | None, now: float,
-                         backlog_s: float = 0.0) -> tuple[float, float]:
-        """:meth:`score` and :meth:`changes_at` (override to share their work)."""
-        return self.score(job, prediction, now, backlog_s), self.changes_at(job, prediction, now, backlog_s)
+    def scorer(self, job: JobRecord, prediction: Prediction | None, backlog_s: float = 0.0) -> Scorer:
+        """:meth:`score` and :meth:`changes_at` at each ``now`` (override to compute their
+        time-independent parts once)."""
+        return lambda now: (self.score(job, prediction, now, backlog_s),
+                            self.changes_at(job, prediction, now, backlog_s))
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
         """Why (subclasses define it)."""

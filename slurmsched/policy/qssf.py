@@ -65,7 +65,7 @@ from typing import Sequence
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, NodeRecord, Prediction
-from slurmsched.policy.base import ScoringPolicy
+from slurmsched.policy.base import Scorer, ScoringPolicy
 
 FALLBACK_DURATION_S = 3600.0
 #: Bounds of ``max_wait_h``, ``halflife_h`` and ``aging_step_h``: one second to over a
@@ -219,24 +219,31 @@ class QssfPolicy(ScoringPolicy):
 
     def score(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """Service halved once per (stretched) half-life waited; 0 once the guard expired."""
-        return self.score_and_change(job, prediction, now, backlog_s)[0]
-
-    def score_and_change(self, job: JobRecord, prediction: Prediction | None, now: float,
-                         backlog_s: float = 0.0) -> tuple[float, float]:
-        """:meth:`score` and :meth:`changes_at`, the run time, tick count and patience computed once."""
-        duration = self.duration(job, prediction)
-        service = self._service(job, duration)
-        if self.guard_s is None:
-            return service, math.inf
-        step = self._step_s
-        ticks, patience = self._ticks(job, now), self._patience(job, backlog_s, duration)
-        if ticks * step >= patience:  # the job's patience is never below its backlog guard
-            return 0.0, math.inf
-        return service * 2.0 ** -self._halvings(ticks, patience), (math.floor(now / step) + 1) * step
+        return self.scorer(job, prediction, backlog_s)(now)[0]
 
     def changes_at(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> float:
         """The next aging tick while the guard has not expired; never without aging."""
-        return self.score_and_change(job, prediction, now, backlog_s)[1]
+        return self.scorer(job, prediction, backlog_s)(now)[1]
+
+    def scorer(self, job: JobRecord, prediction: Prediction | None, backlog_s: float = 0.0) -> Scorer:
+        """:meth:`score` and :meth:`changes_at` at each ``now``: the run time, service,
+        patience and submission tick are computed once, here; a call costs the ticks
+        waited (as :meth:`_ticks` counts them) and the halving."""
+        duration = self.duration(job, prediction)
+        service = self._service(job, duration)
+        if self.guard_s is None:
+            return lambda now: (service, math.inf)
+        step, halvings = self._step_s, self._halvings
+        submitted = math.floor(job.submit_time / step)
+        patience = self._patience(job, backlog_s, duration)
+
+        def at(now: float) -> tuple[float, float]:
+            tick = math.floor(now / step)
+            ticks = max(0, tick - submitted)
+            if ticks * step >= patience:  # the job's patience is never below its backlog guard
+                return 0.0, math.inf
+            return service * 2.0 ** -halvings(ticks, patience), (tick + 1) * step
+        return at
 
     def explain(self, job: JobRecord, prediction: Prediction | None, now: float, backlog_s: float = 0.0) -> str:
         """``predicted 2.1 h x 4 GPUs = 8.4 GPU-h (source); waiting 3 h of 72 h guard ...``

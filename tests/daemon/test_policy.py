@@ -280,3 +280,28 @@ def test_capacity_is_the_gpus_or_on_a_cpu_cluster_the_weighted_cpus() -> None:
     assert policy.capacity(cpu_nodes) == 256 * 0.125
     assert policy.work(job(1, gpus=4), predicted(1, 2)) == 8 * HOUR
     assert make_policy("fifo").capacity(gpu_nodes) == 0.0 and make_policy("fifo").work(job(1), None) == 0.0
+
+
+@pytest.mark.parametrize("name", ["qssf", "qssf-noaging", "fifo"])
+def test_a_scorer_gives_score_and_changes_at_at_every_time(name: str) -> None:
+    policy = make_policy(name, {"max_wait_h": 24, "halflife_h": 6, "aging_step_h": 1} if name == "qssf" else {})
+    for backlog in (0.0, 50 * HOUR):
+        for waiting, p in ((job(1, gpus=4, submitted_h_ago=3.5), predicted(1, 10, spread=3.0)),
+                           (job(2, cpus=16, gpus=0, limit_s=None), None)):
+            scorer = policy.scorer(waiting, p, backlog)  # made once, called at many times
+            for now in [waiting.submit_time - HOUR] + [NOW + 1200 * k for k in range(0, 200, 7)]:
+                assert scorer(now) == (policy.score(waiting, p, now, backlog),
+                                       policy.changes_at(waiting, p, now, backlog))
+
+
+def test_a_qssf_scorer_is_the_documented_aging_bit_for_bit() -> None:
+    args = {"max_wait_h": 24.0, "halflife_h": 6.0, "aging_step_h": 3.0, "slowdown_factor": 4.0}
+    scorer = make_policy("qssf", args).scorer(job(1, gpus=4, submitted_h_ago=7.3), predicted(1, 10.3), 31.7 * HOUR)
+    step, service = 3 * HOUR, 4 * 10.3 * HOUR
+    patience = max(24 * HOUR, 31.7 * HOUR, 4 * 10.3 * HOUR)
+    for now in (NOW + 977.0 * k for k in range(400)):
+        ticks = max(0, math.floor(now / step) - math.floor((NOW - 7.3 * HOUR) / step))
+        expected = ((0.0, math.inf) if ticks * step >= patience else
+                    (service * 2.0 ** -(ticks * (3.0 / 6.0) * (24 * HOUR) / patience),
+                     (math.floor(now / step) + 1) * step))
+        assert scorer(now) == expected

@@ -1,0 +1,96 @@
+"""The queue tracker keeps what does not change between cycles: scorers and capacity."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from slurmsched.engine.tracker import QueueTracker
+from slurmsched.model import GresRequest, JobRecord, NodeRecord, Prediction
+from slurmsched.policy import make_policy
+from slurmsched.policy.base import Scorer
+
+HOUR = 3600.0
+NOW = 1_800_000_000.0
+
+
+class FixedPredictor:
+    """Predicts every job to run ``job_id`` hours."""
+
+    name = "fixed"
+    version = "v1"
+
+    def fit(self, history: Sequence[JobRecord]) -> None:
+        """Nothing to fit."""
+
+    def update(self, finished: Sequence[JobRecord]) -> None:
+        """Nothing to learn."""
+
+    def predict(self, jobs: Sequence[JobRecord], *, remember: bool = True) -> list[Prediction]:
+        return [Prediction(j.job_id, j.job_id * HOUR, j.job_id * HOUR, j.job_id * HOUR, "fixed") for j in jobs]
+
+
+class CountingQssf:
+    """``qssf`` with one-hour aging ticks, counting the scorers and capacities it makes."""
+
+    def __init__(self) -> None:
+        self.inner = make_policy("qssf", {"aging_step_h": 1})
+        self.name, self.reorders, self.guard_s = self.inner.name, self.inner.reorders, self.inner.guard_s
+        self.scorers: list[int] = []
+        self.capacities = 0
+
+    def __getattr__(self, attribute: str) -> object:
+        return getattr(self.inner, attribute)
+
+    def scorer(self, job: JobRecord, prediction: Prediction | None, backlog_s: float = 0.0) -> Scorer:
+        self.scorers.append(job.job_id)
+        return self.inner.scorer(job, prediction, backlog_s)
+
+    def capacity(self, nodes: Sequence[NodeRecord]) -> float:
+        self.capacities += 1
+        return self.inner.capacity(nodes)
+
+
+def node(name: str, gpus: int, used: int = 0) -> NodeRecord:
+    return NodeRecord(name, ("MIXED",), cpus=64, gres=(GresRequest("gpu", "a100", gpus),),
+                      gres_used=(GresRequest("gpu", "a100", used),))
+
+
+def pending(job_id: int, **fields: object) -> JobRecord:
+    return JobRecord(job_id=job_id, user="u", submit_time=NOW - HOUR, gpus=2, time_limit_s=86400, **fields)
+
+
+def test_an_aging_tick_rescores_with_the_kept_scorer_until_the_record_changes() -> None:
+    policy = CountingQssf()
+    tracker = QueueTracker(policy, FixedPredictor())  # type: ignore[arg-type]
+    jobs = [pending(1), pending(2)]
+    tracker.update(NOW, pending=jobs)
+    assert sorted(policy.scorers) == [1, 2]
+    first = {i: t.score for i, t in tracker.jobs.items()}
+    changes = tracker.update(NOW + HOUR, pending=jobs)  # an aging tick: both rescored, no scorer made
+    assert sorted(t.job.job_id for t in changes.replan) == [1, 2]
+    assert sorted(policy.scorers) == [1, 2]
+    assert all(tracker.jobs[i].score < first[i] for i in first)
+    assert {i: t.score for i, t in tracker.jobs.items()} == {
+        j.job_id: policy.inner.score(j, FixedPredictor().predict([j])[0], NOW + HOUR) for j in jobs}
+    # A new record of job 2 (its SiteFactor moved) gets a new scorer at its next rescore.
+    edited = [jobs[0], pending(2, site_factor=5)]
+    tracker.update(NOW + HOUR, pending=edited)
+    tracker.update(NOW + 2 * HOUR, pending=edited)
+    assert sorted(policy.scorers) == [1, 2, 2]
+    assert tracker.jobs[2].score == policy.inner.score(edited[1], FixedPredictor().predict(edited[1:])[0],
+                                                       NOW + 2 * HOUR)
+
+
+def test_capacity_is_computed_again_only_when_the_configured_resources_change() -> None:
+    policy = CountingQssf()
+    tracker = QueueTracker(policy, FixedPredictor())  # type: ignore[arg-type]
+    nodes = [node("a", 8), node("b", 8)]
+    jobs = [pending(1)]
+    tracker.update(NOW, pending=jobs, nodes=nodes)
+    jobs = jobs + [pending(2)]
+    tracker.update(NOW, pending=jobs, nodes=[node("a", 8, used=2), node("b", 8, used=8)])  # allocations only
+    assert policy.capacities == 1
+    assert tracker.jobs[2].backlog_s == 2 * HOUR / 16  # job 1's 1 h x 2 GPUs over 16 GPUs
+    tracker.update(NOW, pending=jobs + [pending(3)], nodes=[node("a", 8), node("b", 4)])
+    assert policy.capacities == 2
+    assert tracker.jobs[3].backlog_s == (2 * HOUR + 4 * HOUR) / 12

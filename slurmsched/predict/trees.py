@@ -4,7 +4,8 @@
 of rows (input validation, thread pools, one Cython call per tree), and the daemon and
 the simulator predict a handful of new jobs per cycle. :class:`CompiledTrees` copies the
 fitted trees of one or more regressors into flat node arrays once, after the fit, and
-walks every tree of every model for every row at once: one numpy step per tree level.
+walks every tree of every model for every row at once: one numpy step per tree level (for
+a few rows, one row at a time by pointer jumping: a few numpy steps whatever the depth).
 The result equals ``model.predict(X)`` (the tests compare them); the trees must be
 numeric-only (no native categorical splits), which is how slurmsched fits them.
 """
@@ -16,6 +17,11 @@ from typing import Sequence
 
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
+
+#: Most rows :meth:`CompiledTrees.predict` finds leaves for row by row by pointer jumping
+#: rather than by the level walk. Measured on the Philly run's trees (75 trees, 2,175 nodes,
+#: depth 11): 1 row 16 vs 69 us, 4 rows 65-100 vs 130 us, 8 rows 199 vs 153 us.
+JUMP_MAX_ROWS = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,15 +101,24 @@ class CompiledTrees:
     def _widen(self, X: np.ndarray) -> np.ndarray:
         """``X`` twice side by side, missing values as -inf (go left), then as +inf (go right)."""
         missing = np.isnan(X)
-        return np.hstack([np.where(missing, -np.inf, X), np.where(missing, np.inf, X)]).ravel()
+        return np.hstack([np.where(missing, -np.inf, X), np.where(missing, np.inf, X)])
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Every model's prediction for every row of ``X``: shape ``(rows, models)``.
 
-        ``X`` holds the columns the models were fitted on (float, NaN for missing).
+        ``X`` holds the columns the models were fitted on (float, NaN for missing). Up to
+        :data:`JUMP_MAX_ROWS` rows the leaves are found by :meth:`_jump`, beyond by
+        :meth:`_walk`; both reach the same leaves, and the leaf values are summed the same way.
         """
         rows = X.shape[0]
-        flat = self._widen(np.asarray(X, dtype=float).reshape(rows, self.width))
+        wide = self._widen(np.asarray(X, dtype=float).reshape(rows, self.width))
+        node = np.array([self._jump(row) for row in wide]) if rows <= JUMP_MAX_ROWS else self._walk(wide)
+        return np.add.reduceat(self.value[node], self.starts, axis=1) + self.baselines
+
+    def _walk(self, wide: np.ndarray) -> np.ndarray:
+        """Each row's leaf in every tree, shape ``(rows, trees)``: all trees one level down per step."""
+        rows = wide.shape[0]
+        flat = wide.ravel()
         base = (np.arange(rows, dtype=np.intp) * (2 * self.width))[:, None]
         node = np.broadcast_to(self.roots, (rows, len(self.roots)))
         column, threshold, children = self.column, self.threshold, self.children
@@ -112,4 +127,14 @@ class CompiledTrees:
             if np.array_equal(step, node):
                 break
             node = step
-        return np.add.reduceat(self.value[node], self.starts, axis=1) + self.baselines
+        return node
+
+    def _jump(self, row: np.ndarray) -> np.ndarray:
+        """One widened row's leaf in every tree (what :meth:`_walk` finds for it), by pointer
+        jumping: every node's next step at once (one comparison per node; a leaf's is
+        itself), then that map composed with itself until it spans :attr:`depth` steps.
+        About ten numpy calls whatever the depth, each over every node."""
+        step = np.where(row[self.column] > self.threshold, self.children[1::2], self.children[0::2])
+        for _ in range(max(self.depth - 1, 0).bit_length()):  # 2**k >= depth steps
+            step = step[step]
+        return step[self.roots]

@@ -7,7 +7,7 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from slurmsched.predict.gbm import QUANTILES, _tree_params
-from slurmsched.predict.trees import CompiledTrees
+from slurmsched.predict.trees import JUMP_MAX_ROWS, CompiledTrees
 
 
 def _data(rows: int, seed: int) -> np.ndarray:
@@ -44,6 +44,53 @@ def test_split_on_missingness_sends_missing_values_the_fitted_way() -> None:
     trees = CompiledTrees.from_models([model])
     probe = np.array([[np.nan], [1.0], [1e300], [-1e300]])
     np.testing.assert_allclose(trees.predict(probe)[:, 0], model.predict(probe), atol=1e-9)
+
+
+def _probes(trees: CompiledTrees, rows: int, seed: int) -> np.ndarray:
+    """Rows mixing ordinary values, the trees' own thresholds (ties), NaN and +-inf."""
+    rng = np.random.default_rng(seed)
+    thresholds = trees.threshold[np.isfinite(trees.threshold)]
+    X = rng.normal(size=(rows, trees.width)) * 3
+    pick = rng.random(X.shape)
+    X = np.where(pick < 0.3, rng.choice(thresholds, size=X.shape), X)
+    X[pick > 0.8] = np.nan
+    X[(pick > 0.75) & (pick <= 0.77)] = np.inf
+    X[(pick > 0.77) & (pick <= 0.79)] = -np.inf
+    return X
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_pointer_jumping_finds_the_walks_leaves(models: list[HistGradientBoostingRegressor], seed: int) -> None:
+    trees = CompiledTrees.from_models(models)
+    wide = trees._widen(_probes(trees, 3000, seed))
+    assert np.array_equal(np.array([trees._jump(row) for row in wide]), trees._walk(wide))
+
+
+def test_small_batches_predict_the_large_batches_bits(models: list[HistGradientBoostingRegressor]) -> None:
+    """A batch of up to JUMP_MAX_ROWS rows (pointer jumping) gives each row the very floats a
+    large batch (the level walk) gives it."""
+    for trees in (CompiledTrees.from_models(models), CompiledTrees.from_models(models[1:2])):
+        X = _probes(trees, 400, 6)
+        whole = trees.predict(X)
+        for rows in range(1, JUMP_MAX_ROWS + 1):
+            for start in range(0, len(X) - rows, rows):
+                assert trees.predict(X[start:start + rows]).tobytes() == whole[start:start + rows].tobytes()
+
+
+def test_pointer_jumping_follows_missingness_splits() -> None:
+    """Thresholds at +inf (a split of missing from present values) and missing values either way."""
+    X = np.array([[np.nan, 1.0]] * 200 + [[1.0, np.nan]] * 200 + [[2.0, 3.0]] * 200)
+    y = np.array([10.0] * 200 + [0.0] * 200 + [5.0] * 200)
+    model = HistGradientBoostingRegressor(max_iter=5, min_samples_leaf=20).fit(X, y)
+    trees = CompiledTrees.from_models([model])
+    assert np.isinf(model._predictors[0][0].nodes["num_threshold"]).any()
+    probe = np.array([[np.nan, np.nan], [1.0, np.nan], [np.nan, 1.0], [np.inf, -np.inf], [-np.inf, np.inf],
+                      [2.0, 3.0], [1e308, -1e308]])
+    wide = trees._widen(probe)
+    assert np.array_equal(np.array([trees._jump(row) for row in wide]), trees._walk(wide))
+    for row in probe:
+        assert trees.predict(row[None, :]).tobytes() == trees.predict(np.vstack([row] * 9))[:1].tobytes()
+    np.testing.assert_allclose(trees.predict(probe[:3])[:, 0], model.predict(probe[:3]), atol=1e-9)
 
 
 def test_categorical_trees_are_refused() -> None:

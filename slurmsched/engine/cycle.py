@@ -308,33 +308,38 @@ class Engine:
             self._pinned.discard(job_id)
         unsettled = tracker.unsettled
         switches_on, widens = tuner.tunes_switches(snapshot.config), tuner.widens
+        eligible, site_factor_step = planner.eligible, planner.site_factor_step
+        keep, send, adopt, settle, hold = Step.KEEP, Step.SEND, Step.ADOPT, Step.SETTLE, Step.HOLD
         for tracked in changes.replan:
             job = tracked.job
-            unsettled.discard(job.job_id)
-            if not planner.eligible(job):
-                self._pinned.discard(job.job_id)
+            job_id = job.job_id
+            unsettled.discard(job_id)
+            if not eligible(job):
+                self._pinned.discard(job_id)
                 continue
-            step, value, current = planner.site_factor_step(
-                job, tracked.score, reorders, applied.get((job.job_id, SITE_FACTOR)), scale)
-            if step is Step.SEND:
-                ranked.append((tracked, SetSiteFactor(job.job_id, value, current)))  # reason added once chosen
-                unsettled.add(job.job_id)
-            elif step is Step.ADOPT:
-                adopted.append(SetSiteFactor(job.job_id, value, 0, tracker.explain(tracked, now)))
-            elif step is Step.SETTLE:
-                settled.append((job.job_id, SITE_FACTOR))
-            elif step is Step.HOLD:
+            step, value, current = site_factor_step(job, tracked.score, reorders, applied.get((job_id, SITE_FACTOR)),
+                                                    scale)
+            if step is keep:
+                pass
+            elif step is send:
+                ranked.append((tracked, SetSiteFactor(job_id, value, current)))  # reason added once chosen
+                unsettled.add(job_id)
+            elif step is adopt:
+                adopted.append(SetSiteFactor(job_id, value, 0, tracker.explain(tracked, now)))
+            elif step is settle:
+                settled.append((job_id, SITE_FACTOR))
+            elif step is hold:
                 held += 1
             if switches_on and job.nodes > 1:
-                switches = tuner.switches(job, snapshot.config, (job.job_id, SWITCHES) in applied)
+                switches = tuner.switches(job, snapshot.config, (job_id, SWITCHES) in applied)
                 if switches is not None:
                     ranked.append((tracked, switches))
-                    unsettled.add(job.job_id)
+                    unsettled.add(job_id)
             if widens:
                 if tuner.pinned(job):
-                    self._pinned.add(job.job_id)
+                    self._pinned.add(job_id)
                 else:
-                    self._pinned.discard(job.job_id)
+                    self._pinned.discard(job_id)
         if self._pinned:
             pinned = sorted((tracker.jobs[i] for i in self._pinned), key=tracker.rank)
             ranked.extend((tracker.jobs[a.job_id], a) for a in tuner.widen([t.job for t in pinned], snapshot.nodes))

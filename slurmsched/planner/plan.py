@@ -150,16 +150,16 @@ class Planner:
         position = scale.position(score)
         level = math.floor(position)
         target = scale.value(level)
-        now_level = scale.level_of_value(current)
         held = False
         if current != target:
+            now_level = scale.level_of_value(current)
             hysteresis = self.section.hysteresis_levels
             if (now_level is None or GUARD_LEVEL in (now_level, level)
                     or not now_level - hysteresis <= position < now_level + 1 + hysteresis):
                 return Step.SEND, target, current
             held = True
-        if record is None:
-            if current != 0 and now_level is not None and valued_at_submit(job):
+        if record is None:  # the current value's level only matters for a job that is not at it yet
+            if current != 0 and valued_at_submit(job) and scale.level_of_value(current) is not None:
                 return Step.ADOPT, current, current
         elif str(current) == original_text(record):
             return Step.SETTLE, current, current

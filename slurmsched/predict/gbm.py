@@ -73,6 +73,10 @@ FORMAT = 2
 #: go through scikit-learn, whose per-row cost is lower once its 1-2 ms per call is paid
 #: (measured: 1 row 0.12 vs 4 ms, 100 rows 2.4 vs 5.7 ms, 10,000 rows 308 vs 133 ms).
 COMPILED_MAX_ROWS = 256
+#: Most jobs :meth:`SlurmschedPredictor.finish` works out with Python floats rather than numpy
+#: arrays (some twenty small numpy calls whatever the count). Measured on the Philly run's
+#: batches (mostly 1-6 jobs): 19 vs 33 us a call besides the trees.
+FEW_JOBS = 16
 #: Fewest finished runs the trees are trained on; below that the experts answer alone.
 MIN_TRAIN_JOBS = 200
 #: Most recent runs the trees are trained on. 10,000 rather than 30,000 makes a refit a
@@ -254,6 +258,27 @@ class SlurmschedPredictor:
         items: list[_Prepared] = list(prepared)  # type: ignore[arg-type]
         if not items:
             return []
+        bounds = self._bounds_few(items) if len(items) <= FEW_JOBS else None
+        seconds, low_s, high_s = bounds or self._bounds(items)
+        prefix = f"model {self.version}: " if self.models else ""
+        sources: dict[tuple[int, bool], str] = {}  # jobs sharing a snapshot share its source text
+        out = []
+        for item, e, lo, hi in zip(items, seconds, low_s, high_s):
+            key = (id(item.snapshot), item.limit is None)
+            source = sources.get(key)
+            if source is None:
+                source = sources[key] = prefix + self._source(item)
+            out.append(Prediction(item.job_id, e, lo, hi, source, self.version))
+        return out
+
+    def _features(self, items: Sequence[_Prepared]) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct feature rows of ``items`` in the fitted columns (after a fit), and each
+        item's index into them."""
+        rows, where = _distinct_rows(items)
+        return np.array(rows, dtype=float)[:, self.columns], where
+
+    def _bounds(self, items: Sequence[_Prepared]) -> tuple[list[float], list[float], list[float]]:
+        """Each item's estimate, low and high in seconds (rounded to ms), over numpy arrays."""
         n = len(items)
         anchor = np.fromiter((p.snapshot.anchor for p in items), dtype=float, count=n)
         chosen = np.fromiter((p.snapshot.chosen for p in items), dtype=int, count=n)
@@ -261,9 +286,8 @@ class SlurmschedPredictor:
         cold = chosen < 0
         estimate = anchor.copy()
         if self.models and self.trees is not None and self.columns is not None:
-            rows, where = _distinct_rows(items)
-            X = np.array(rows, dtype=float)[:, self.columns]
-            if len(rows) <= COMPILED_MAX_ROWS:
+            X, where = self._features(items)
+            if len(X) <= COMPILED_MAX_ROWS:
                 low, middle, high = self.trees.predict(X)[where].T
                 estimate[cold] += middle[cold]
             else:
@@ -281,16 +305,40 @@ class SlurmschedPredictor:
         low_s = np.round(np.minimum(np.maximum(np.exp2(low + shift), MIN_RUNTIME_S), seconds), 3)
         high_s = np.round(np.minimum(np.maximum(np.exp2(np.minimum(high + shift, 40.0)), seconds), limit), 3)
         high_s = np.maximum(high_s, seconds)
-        prefix = f"model {self.version}: " if self.models else ""
-        sources: dict[tuple[int, bool], str] = {}  # jobs sharing a snapshot share its source text
-        out = []
-        for item, e, lo, hi in zip(items, seconds.tolist(), low_s.tolist(), high_s.tolist()):
-            key = (id(item.snapshot), item.limit is None)
-            source = sources.get(key)
-            if source is None:
-                source = sources[key] = prefix + self._source(item)
-            out.append(Prediction(item.job_id, e, lo, hi, source, self.version))
-        return out
+        return seconds.tolist(), low_s.tolist(), high_s.tolist()
+
+    def _bounds_few(self, items: Sequence[_Prepared]) -> tuple[list[float], list[float], list[float]] | None:
+        """What :meth:`_bounds` returns, to the bit, with Python floats around four numpy calls
+        (``exp2`` and ``log2`` stay numpy's, on arrays of the same values in the same order:
+        Python's may differ in the last bit); ``None`` when an estimate or spread is not
+        finite (:meth:`_bounds` then answers).
+
+        The same operations in the same order: ``min``/``max`` of finite floats, sums, and
+        numpy's rounding to 3 decimals (``rint(x * 1000) / 1000``) as ``round(x * 1000.0) / 1000.0``
+        (half to even, exact: every rounded value is positive and at most ``2**40`` s).
+        """
+        anchor = [p.snapshot.anchor for p in items]
+        if self.models and self.trees is not None and self.columns is not None:
+            X, where = self._features(items)
+            spread = self.trees.predict(X)[where].tolist()
+            estimate = [a + s[1] if p.snapshot.chosen < 0 else a for p, a, s in zip(items, anchor, spread)]
+            low = [a + s[0] for a, s in zip(anchor, spread)]
+            high = [a + s[2] for a, s in zip(anchor, spread)]
+        else:
+            estimate = anchor
+            low = [a - DEFAULT_BAND for a in anchor]
+            high = [a + DEFAULT_BAND for a in anchor]
+        if not all(-math.inf < v < math.inf for v in (*estimate, *low, *high)):
+            return None
+        limit = [math.inf if p.limit is None else p.limit for p in items]
+        powers = np.exp2([min(e, 40.0) for e in estimate]).tolist()
+        seconds = [round(max(min(v, c), MIN_RUNTIME_S) * 1000.0) / 1000.0 for v, c in zip(powers, limit)]
+        shift = [v - e for v, e in zip(np.log2(seconds).tolist(), estimate)]
+        powers = np.exp2([v + d for v, d in zip(low, shift)]).tolist()
+        low_s = [round(min(max(v, MIN_RUNTIME_S), s) * 1000.0) / 1000.0 for v, s in zip(powers, seconds)]
+        powers = np.exp2([min(v + d, 40.0) for v, d in zip(high, shift)]).tolist()
+        high_s = [max(round(min(max(v, s), c) * 1000.0) / 1000.0, s) for v, s, c in zip(powers, seconds, limit)]
+        return seconds, low_s, high_s
 
     def _source(self, item: _Prepared) -> str:
         snap = item.snapshot

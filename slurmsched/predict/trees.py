@@ -101,7 +101,7 @@ class CompiledTrees:
     def _widen(self, X: np.ndarray) -> np.ndarray:
         """``X`` twice side by side, missing values as -inf (go left), then as +inf (go right)."""
         missing = np.isnan(X)
-        return np.hstack([np.where(missing, -np.inf, X), np.where(missing, np.inf, X)])
+        return np.concatenate((np.where(missing, -np.inf, X), np.where(missing, np.inf, X)), axis=1)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Every model's prediction for every row of ``X``: shape ``(rows, models)``.

@@ -24,7 +24,7 @@ trees as plain numbers: scikit-learn's native categorical support runs every pre
 call through a column transformer that costs 2-5 ms, ten times the trees themselves,
 and a daemon cycle or a simulated one predicts a handful of new jobs at a time. For the
 same reason small batches are walked through a numpy copy of the fitted trees
-(:class:`~slurmsched.predict.trees.CompiledTrees`, about 0.1 ms a row instead of 1-2 ms a
+(:class:`~slurmsched.predict.trees.CompiledTrees`, about 0.02 ms for one row instead of 1-2 ms a
 call). The trees are small: they are trained and run on one thread (OpenMP threads
 cost more than they save here and would
 compete with slurmctld), and the three are fitted on one binning of the training rows

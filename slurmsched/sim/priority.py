@@ -25,15 +25,19 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
+from operator import itemgetter
 from typing import Iterable, Iterator
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import SchedulerConfig
 from slurmsched.sim.job import SimJob
 
-_Key = tuple[int, float, float, int]
+#: (-tier, -priority or its time-invariant part, submit time, job id, the job): the job id
+#: is unique, so comparisons never reach the job, which is there to be read without a lookup.
+_Key = tuple[int, float, float, int, SimJob]
+_JOB = itemgetter(4)
 #: Sorts after every key (tiers are ints): the old list's end in :meth:`PriorityQueue._merged`.
-_AFTER_ALL = (math.inf, 0.0, 0.0, 0)
+_AFTER_ALL = (math.inf,)
 
 
 class PriorityQueue:
@@ -89,7 +93,7 @@ class PriorityQueue:
             score = self._static(job) + self._w_age
         else:
             score = self._static(job) - self._rate * job.submit
-        return (-job.partition.tier, -score, job.submit, job.job_id)
+        return (-job.partition.tier, -score, job.submit, job.job_id, job)
 
     def _insert(self, job: SimJob, capped: bool) -> None:
         key = self._key(job, capped)
@@ -178,7 +182,7 @@ class PriorityQueue:
                 unsettled.discard(job_id)
         return until
 
-    def sort_key(self, job: SimJob, now: float) -> _Key:
+    def sort_key(self, job: SimJob, now: float) -> tuple[int, float, float, int]:
         """The job's place in the order at ``now`` (smaller comes first)."""
         return (-job.partition.tier, -self.priority(job, now), job.submit, job.job_id)
 
@@ -201,25 +205,23 @@ class PriorityQueue:
     def ordered(self, now: float) -> Iterator[SimJob]:
         """Pending jobs, highest priority first. Do not add or remove jobs while iterating."""
         self.age(now)
-        jobs = self._jobs
         if not self._old or not self._young:
-            return (jobs[key[3]] for key in (self._young or self._old))
+            return map(_JOB, self._young or self._old)
         return self._merged(now)
 
     def _merged(self, now: float) -> Iterator[SimJob]:
         """The two sorted lists merged, young keys shifted to their priority at ``now``
         (both lists hold jobs)."""
-        jobs = self._jobs
         shift = self._rate * now
         olds = iter(self._old)
-        head: tuple[float, float, float, int] = next(olds)
-        for tier, score, submit, job_id in self._young:
+        head: tuple = next(olds)
+        for tier, score, submit, job_id, job in self._young:
             key = (tier, score - shift, submit, job_id)
             while head < key:
-                yield jobs[head[3]]
+                yield head[4]
                 head = next(olds, _AFTER_ALL)
-            yield jobs[job_id]
+            yield job
         if head is not _AFTER_ALL:
-            yield jobs[head[3]]
+            yield head[4]
             for head in olds:
-                yield jobs[head[3]]
+                yield head[4]

@@ -31,7 +31,7 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass, field, fields
 from itertools import repeat
 from operator import attrgetter
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, cast
 
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
                               NodeRecord, PartitionRecord, QueueDelta, SchedulerConfig, SetExcludedNodes,
@@ -172,6 +172,7 @@ class SimulatedSlurm:
         self._unbuilt: set[int] = set()
         self._finished: list[tuple[SimJob, JobRecord | None]] = []
         self._finished_records: list[JobRecord | None] = []
+        self._finished_built = 0  # finished records before this index are built
         self._finished_ends: list[float] = []
         self._node_partitions = [node.partitions or tuple(p.name for p in spec.partitions if p.pool == node.pool)
                                  for node in spec.nodes]
@@ -573,16 +574,19 @@ class SimulatedSlurm:
     def _node_list(self, job: SimJob) -> str:
         return ",".join(self.spec.nodes[node].name for node, _ in job.alloc)
 
-    def _finished_record(self, index: int) -> JobRecord:
-        """Accounting's record of the ``index``-th finished job."""
-        record = self._finished_records[index]
-        if record is None:
-            job, live = self._finished[index]
-            final = {"state": job.final_state, "start_time": job.start, "end_time": job.end,
-                     "node_list": self._node_list(job), "site_factor": None}
-            record = self._pending_record(job, **final) if live is None else _evolve(live, **final)
-            self._finished_records[index] = record
-        return record
+    def _build_finished(self) -> list[JobRecord]:
+        """Accounting's records of every finished job, oldest first: those of jobs that
+        ended since the last call built now (``_finished_records[:_finished_built]`` are
+        all built)."""
+        records = self._finished_records
+        for index in range(self._finished_built, len(records)):
+            if records[index] is None:
+                job, live = self._finished[index]
+                final = {"state": job.final_state, "start_time": job.start, "end_time": job.end,
+                         "node_list": self._node_list(job), "site_factor": None}
+                records[index] = self._pending_record(job, **final) if live is None else _evolve(live, **final)
+        self._finished_built = len(records)
+        return cast(list[JobRecord], records)  # every entry built
 
     # --- the SlurmGateway side ---------------------------------------------------
 
@@ -626,8 +630,7 @@ class SimulatedSlurm:
 
     def finished_since(self, since: float) -> list[JobRecord]:
         """Jobs that ended at or after ``since``, oldest first (simulated accounting)."""
-        first = bisect_left(self._finished_ends, since)
-        return [self._finished_record(i) for i in range(first, len(self._finished))]
+        return self._build_finished()[bisect_left(self._finished_ends, since):]
 
     def scheduler_config(self) -> SchedulerConfig:
         """The configured priority weights."""

@@ -204,3 +204,24 @@ def test_a_job_whose_priority_passes_a_capped_one_between_passes_is_ordered_firs
     clock.advance_to(1200.0)
     slurm.submit(job(slurm, 4, 1, 2000.0, limit=2000.0, submit=1200.0))
     assert started(slurm) == []
+
+
+def test_accounting_builds_each_finished_record_once_and_returns_the_same_objects() -> None:
+    slurm, clock = make(ClusterSpec.uniform(1, 4))
+    jobs = [job(slurm, i, 1, 10.0 * i) for i in range(1, 5)]
+    for j in jobs:
+        slurm.submit(j)
+    assert started(slurm) == [1, 2, 3, 4]
+    clock.advance_to(1010.0)
+    slurm.finish(jobs[0])
+    clock.advance_to(1020.0)
+    slurm.finish(jobs[1])
+    early = slurm.finished_since(1015.0)             # job 1 ended before: left out, yet built
+    assert [(j.job_id, j.end_time) for j in early] == [(2, 1020.0)]
+    clock.advance_to(1030.0)
+    slurm.finish(jobs[2])
+    again = slurm.finished_since(0.0)
+    assert [(j.job_id, j.state, j.end_time) for j in again] == [
+        (1, JobState.COMPLETED, 1010.0), (2, JobState.COMPLETED, 1020.0), (3, JobState.COMPLETED, 1030.0)]
+    assert again[1] is early[0]                       # the very record, not an equal copy
+    assert slurm.finished_since(1030.0) == [again[2]] and slurm.finished_since(1030.0)[0] is again[2]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import AbstractSet as Set, Collection, Sequence
@@ -200,16 +201,18 @@ class QueueTracker:
         return QueueChanges(tuple(rescore) + tuple(table[i] for i in replan), tuple(fresh), departed)
 
     def _not_seen(self, pending: Sequence[JobRecord]) -> list[JobRecord]:
-        """The records of ``pending`` that are not the very objects the last call saw.
+        """The records of ``pending`` that are not the very objects the last call saw, by job id.
 
         Compared by object identity with set operations (no Python-level loop over the
         queue): the last call's records are kept alive, so no new record can reuse the
-        ``id`` of one of them.
+        ``id`` of one of them. Sorted, because a set of ``id`` values iterates in memory
+        order: the queue's summed work (and so later backlog waits) and the order of a
+        cycle's decisions must not depend on where the records were allocated.
         """
         current = dict(zip(map(id, pending), pending))
         new = current.keys() - self._seen_ids
         self._seen_ids, self._seen_records = current.keys(), pending
-        return [current[i] for i in new]
+        return sorted((current[i] for i in new), key=operator.attrgetter("job_id"))
 
     def _expired(self, now: float) -> set[int]:
         """Ids of tracked jobs whose score the policy said would change by ``now``."""

@@ -94,3 +94,14 @@ def test_capacity_is_computed_again_only_when_the_configured_resources_change() 
     tracker.update(NOW, pending=jobs + [pending(3)], nodes=[node("a", 8), node("b", 4)])
     assert policy.capacities == 2
     assert tracker.jobs[3].backlog_s == (2 * HOUR + 4 * HOUR) / 12
+
+
+def test_new_records_are_taken_in_job_id_order_whatever_their_memory_order() -> None:
+    tracker = QueueTracker(make_policy("qssf"), FixedPredictor())
+    first = [pending(i) for i in range(60, 0, -1)]  # made, and so laid out, in descending job id
+    changes = tracker.update(NOW, pending=first)
+    assert [t.job.job_id for t in changes.fresh] == list(range(1, 61))
+    edited = [pending(i, name="edited") if i % 7 == 0 else job
+              for i, job in zip(range(60, 0, -1), first)]  # new records for every 7th job
+    changes = tracker.update(NOW, pending=edited)  # re-predicted first, then the unsettled rest
+    assert [t.job.job_id for t in changes.replan][:8] == list(range(7, 61, 7))

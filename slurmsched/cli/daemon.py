@@ -271,7 +271,7 @@ class InForce:
         change: the change as the database records it.
         live: the job's value of ``change.kind`` in Slurm's queue, read as ``revert`` reads
             it (:func:`~slurmsched.planner.changes.live_text`); ``None`` unless the job is
-            pending and the queue shows that kind exactly (SiteFactor, Features).
+            pending and the queue shows that kind exactly (SiteFactor, Features, Switches).
     """
 
     change: AppliedChange

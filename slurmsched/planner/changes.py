@@ -36,12 +36,16 @@ def describe(action: Action) -> tuple[str, str, str]:
 def live_text(job: JobRecord, kind: str) -> str | None:
     """The job's value of ``kind`` now, as :func:`describe` writes it, where the queue shows
     it exactly: SiteFactor (``sprio``; ``None`` for a job it does not list, one whose begin
-    time is still ahead) and Features. ``None`` for the other kinds, whose text in the queue
-    may differ from what was sent (a compressed host list, a reordered partition list)."""
+    time is still ahead), Features, and Switches (the request and its wait in seconds, from
+    the JSON or, on 22.05, ``scontrol show job``; ``None`` where the gateway did not read
+    it). ``None`` for the other kinds, whose text in the queue may differ from what was sent
+    (a compressed host list, a reordered partition list)."""
     if kind == SetSiteFactor.__name__:
         return None if job.site_factor is None else str(job.site_factor)
     if kind == SetFeatures.__name__:
         return job.features
+    if kind == SetSwitches.__name__:
+        return None if job.switches is None else _switches_text(job.switches, job.switch_wait_s)
     return None
 
 

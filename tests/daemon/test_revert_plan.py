@@ -6,7 +6,8 @@ import dataclasses
 
 from slurmsched.config import Config
 from slurmsched.daemon import plan_revert
-from slurmsched.model import ClusterSnapshot, JobRecord, JobState, SchedulerConfig, SetFeatures, SetSiteFactor
+from slurmsched.model import (ClusterSnapshot, JobRecord, JobState, SchedulerConfig, SetFeatures, SetSiteFactor,
+                              SetSwitches)
 from slurmsched.planner import Planner
 from slurmsched.planner.plan import Step
 from slurmsched.store.protocol import AppliedChange
@@ -40,6 +41,25 @@ def test_only_values_the_job_still_holds_from_slurmsched_are_restored() -> None:
     assert [(c.job_id, live) for c, live in plan.left] == [(2, "31337"), (5, "v100")]
     assert [c.job_id for c in plan.unmade] == [3]
     assert plan.actions[2] == SetFeatures(6, "a100", "a100|v100", "revert: restore the value before slurmsched")
+
+
+def test_switches_are_compared_with_the_request_and_wait_the_queue_shows() -> None:
+    """A multi-node job's Switches as the gateway reads them (22.05: ``scontrol show job``;
+    ``None`` where it did not read them, which leaves the record to decide)."""
+    def multi(job_id: int, switches: int | None, wait: int | None) -> JobRecord:
+        return dataclasses.replace(job(job_id), nodes=2, gpus=8, switches=switches, switch_wait_s=wait)
+
+    changes = [AppliedChange(11, "SetSwitches", "0", "1@600"),    # still slurmsched's request
+               AppliedChange(12, "SetSwitches", "0", "1@600"),    # the user asked for 2@300 since
+               AppliedChange(13, "SetSwitches", "0", "1@600"),    # the update failed: never made
+               AppliedChange(14, "SetSwitches", "0", "1@600"),    # not read: the record counts
+               AppliedChange(15, "SetSwitches", "0", "1@600")]    # the same count, a longer wait since
+    plan = plan_revert(snapshot(multi(11, 1, 600), multi(12, 2, 300), multi(13, 0, None), multi(14, None, None),
+                                multi(15, 1, 900)), changes)
+    assert plan.actions == (SetSwitches(11, 0, None, 1, 600, "revert: restore the value before slurmsched"),
+                            SetSwitches(14, 0, None, 1, 600, "revert: restore the value before slurmsched"))
+    assert [(c.job_id, live) for c, live in plan.left] == [(12, "2@300"), (15, "1@900")]
+    assert [c.job_id for c in plan.unmade] == [13]
 
 
 def test_a_value_without_a_record_is_restored_only_when_job_submit_lua_stamped_it() -> None:

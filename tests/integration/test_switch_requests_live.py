@@ -13,6 +13,7 @@ import time
 import pytest
 
 from slurmsched.config import Config
+from slurmsched.daemon import revert_all
 from slurmsched.engine import Engine
 from slurmsched.gateway import CliGateway
 from slurmsched.model import SetSwitches
@@ -58,3 +59,38 @@ def test_users_own_switch_request_is_left_untouched_by_a_cycle(slurm_cluster, sl
     assert own not in tuned and bare in tuned  # the planner did tune switches, just not the user's
     assert switches_field(slurm_cluster, own) == "2@00:10:00"
     assert switches_field(slurm_cluster, bare) == "1@00:10:00"
+
+
+def test_revert_restores_slurmscheds_switches_and_leaves_a_users_later_request(slurm_cluster, slurm_jobs, tmp_path):
+    """``revert`` reads each job's Switches as the cycle did (22.05: ``scontrol show job``):
+    a job still holding slurmsched's ``1@10:00`` gets its original back, one whose user
+    asked for ``3@05:00`` since keeps it and is reported."""
+    gateway = CliGateway(slurm_conf=str(slurm_cluster.conf), env=slurm_cluster.env)
+    blocker = slurm_jobs.submit("-N", "4", "--exclusive", "-t", "30", name="blocker", wrap="sleep 600")
+    slurm_jobs.wait_state(blocker, {"RUNNING"})
+    kept = slurm_jobs.submit("-N", "2", "-t", "30", "--gres=gpu:4", name="kept")
+    changed = slurm_jobs.submit("-N", "2", "-t", "30", "--gres=gpu:4", name="changed")
+    for job_id in (kept, changed):
+        slurm_jobs.wait_state(job_id, {"PENDING"})
+
+    repository = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}", create=True)
+    repository.upgrade()
+    try:
+        predictor = make_predictor("user_limit")
+        predictor.fit([])
+        Engine(gateway, repository, predictor, make_policy("qssf"), Planner(Config())).run_cycle(time.time())
+        assert switches_field(slurm_cluster, kept) == switches_field(slurm_cluster, changed) == "1@00:10:00"
+        slurm_cluster.run("scontrol", "update", f"JobId={changed}", "Switches=3@00:05:00")
+
+        report = revert_all(gateway, repository)
+        left = [c for c in repository.applied_changes() if c.kind == "SetSwitches"]
+    finally:
+        repository.close()
+
+    assert report.kinds.get("SetSwitches") == 1 and report.failures == ()
+    assert [line.split(" SetSwitches is ")[0] for line in report.left] == [f"job {changed}"]
+    assert "SetSwitches is 3@300, not slurmsched's 1@600" in report.left[0]
+    assert left == []  # both records are settled: one restored, one left to its user
+    jobs = {j.job_id: j for j in gateway.snapshot().jobs}
+    assert (jobs[kept].switches, jobs[changed].switches, jobs[changed].switch_wait_s) == (0, 3, 300)
+    assert switches_field(slurm_cluster, changed) == "3@00:05:00"

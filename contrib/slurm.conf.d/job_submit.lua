@@ -5,7 +5,8 @@ The slurmsched daemon writes a small cache file (see docs/admin-guide.md) that m
 "user<TAB>job name" to a predicted run time (names as accounting stores them: a '"'
 becomes '`'), plus the table that turns predicted GPU-seconds into a SiteFactor. This
 script looks the new job up, computes the same SiteFactor the daemon would set in its
-next cycle, and stamps AdminComment. Jobs in the partitions and QOS the daemon protects
+next cycle (the estimate capped at the job's time limit: its -t, else its partition's
+DefaultTime or MaxTime, as Slurm will set it), and stamps AdminComment. Jobs in the partitions and QOS the daemon protects
 (listed in the cache) are left alone, as the daemon leaves them; so is a job that names
 no QOS while some QOS is protected (its default QOS is its association's, not visible
 here), and one that names no partition while the default partition is protected.
@@ -97,7 +98,30 @@ local function listed(list, value, default)
 	return false
 end
 
-local function site_factor(job_desc)
+-- The limit (minutes) Slurm gives a job submitted without -t: its partition's DefaultTime,
+-- else its MaxTime; nil when neither is set (INFINITE), the partition is not in part_list
+-- (a name this user cannot use), or the job names several partitions (Slurm picks one later).
+local function partition_limit(job_desc, part_list)
+	if type(part_list) ~= "table" then return nil end
+	local name, part = job_desc.partition, nil
+	if name == nil or name == "" then
+		for _, p in pairs(part_list) do
+			local default = p.flag_default
+			if default == true or (type(default) == "number" and default ~= 0) then
+				part = p
+				break
+			end
+		end
+	elseif not name:find(",", 1, true) then
+		part = part_list[name]
+	end
+	if part == nil then return nil end
+	if set(part.default_time) then return part.default_time end
+	if set(part.max_time) then return part.max_time end
+	return nil
+end
+
+local function site_factor(job_desc, part_list)
 	local c = load_cache()
 	if not c then return nil end
 	if listed(c.protect.partition, job_desc.partition, c.default_partition or "")
@@ -108,8 +132,10 @@ local function site_factor(job_desc)
 	local name = (job_desc.name or ""):gsub('"', "`")
 	local est = c.jobs[(job_desc.user_name or "") .. "\t" .. name]
 	if not est then return nil end
-	if set(job_desc.time_limit) then
-		est = math.min(est, job_desc.time_limit * 60)
+	-- capped at the time limit, as the daemon caps it (squeue shows the partition's default)
+	local limit = set(job_desc.time_limit) and job_desc.time_limit or partition_limit(job_desc, part_list)
+	if limit then
+		est = math.min(est, limit * 60)
 	end
 	local nodes = set(job_desc.min_nodes) and job_desc.min_nodes or 1
 	local gpus = gpu_count(job_desc.tres_per_job)
@@ -132,7 +158,7 @@ local function site_factor(job_desc)
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
-	local ok, value = pcall(site_factor, job_desc)
+	local ok, value = pcall(site_factor, job_desc, part_list)
 	if not ok then
 		slurm.log_info("slurmsched: job_submit.lua left job untouched: %s", tostring(value))
 	elseif value then

@@ -95,3 +95,25 @@ def test_jobs_the_daemon_protects_are_left_alone(slurm_cluster, daemon_env, lua_
     named_qos = busy.submit("--qos=normal", "--gres=gpu:1", name="qos")
     no_qos = busy.submit("--gres=gpu:1", name="gpu")
     assert daemon_env.site_factors([named_qos, no_qos]) == {named_qos: 0, no_qos: 0}
+
+
+def test_a_job_without_a_time_limit_is_capped_at_its_partitions_limit(slurm_cluster, daemon_env, lua_cache, busy):
+    """Without ``-t`` Slurm gives the job its partition's DefaultTime, else MaxTime, and the
+    daemon caps the estimate there; so does the script (``short``: MaxTime 4 h; ``gpu``,
+    the default partition: INFINITE, no cap)."""
+    user = daemon_env.user
+    names = {k: f"{busy.prefix}{k}" for k in ("short", "gpu", "named")}
+    estimate = 50000  # over short's 4 h
+    cache = SubmitCache(int(time.time()), 600, 0.25, LEVELS,
+                        tuple(SubmitEstimate(user, name, estimate) for name in names.values()))
+    write_submit_cache(lua_cache, cache)
+    in_short = busy.submit("-p", "short", "--gres=gpu:1", name="short")
+    by_default = busy.submit("--gres=gpu:1", name="gpu")
+    in_gpu = busy.submit("-p", "gpu", "--gres=gpu:1", name="named")
+    factors = daemon_env.site_factors([in_short, by_default, in_gpu])
+    capped = submit_site_factor(cache, estimate, time_limit_s=4 * 3600, gpus=1, cpus=1)
+    uncapped = submit_site_factor(cache, estimate, time_limit_s=None, gpus=1, cpus=1)
+    assert capped != uncapped
+    assert factors == {in_short: capped, by_default: uncapped, in_gpu: uncapped}
+    shown = slurm_cluster.run("scontrol", "-o", "show", "job", str(in_short)).stdout
+    assert "TimeLimit=04:00:00" in shown  # the limit the daemon will see, and cap at

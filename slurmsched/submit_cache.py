@@ -110,8 +110,9 @@ def submit_site_factor(cache: SubmitCache, estimate_s: float, *, time_limit_s: i
 
     The same steps as the script's ``site_factor``: the estimate capped at the time
     limit (``time_limit_s``: the job's ``-t``, else its partition's DefaultTime or MaxTime,
-    which the script looks up in its ``part_list``), times the GPUs (or the CPUs x ``cpu_weight`` for a job without GPUs), is the
-    service; the first level whose bound is at least that service gives the value.
+    which the script looks up in its ``part_list``), times the GPUs (or the CPUs x
+    ``cpu_weight`` for a job without GPUs), is the service; the first level whose bound is
+    at least that service gives the value.
     ``None`` when no level holds it (the script then leaves the job alone).
     """
     if time_limit_s:

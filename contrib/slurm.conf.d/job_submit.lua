@@ -6,10 +6,11 @@ The slurmsched daemon writes a small cache file (see docs/admin-guide.md) that m
 becomes '`'), plus the table that turns predicted GPU-seconds into a SiteFactor. This
 script looks the new job up, computes the same SiteFactor the daemon would set in its
 next cycle (the estimate capped at the job's time limit: its -t, else its partition's
-DefaultTime or MaxTime, as Slurm will set it), and stamps AdminComment. Jobs in the partitions and QOS the daemon protects
-(listed in the cache) are left alone, as the daemon leaves them; so is a job that names
-no QOS while some QOS is protected (its default QOS is its association's, not visible
-here), and one that names no partition while the default partition is protected.
+DefaultTime or MaxTime, as Slurm will set it), and stamps AdminComment. Jobs in the
+partitions and QOS the daemon protects (listed in the cache) are left alone, as the
+daemon leaves them; so is a job that names no QOS while some QOS is protected (its
+default QOS is its association's, not visible here), and one that names no partition
+while the default partition is protected.
 
 Cache location: "slurmsched-submit.cache" in this script's own directory (normally
 beside slurm.conf); make it a symlink to the daemon's file (daemon.submit_cache).

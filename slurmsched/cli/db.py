@@ -46,15 +46,14 @@ def upgrade(ctx: click.Context, db_url: str | None) -> None:
 
     repo = open_unchecked(ctx, db_url, create=True)
     try:
-        before = repo.schema_revision()
-        repo.upgrade()
+        applied = repo.upgrade()  # the steps this run made: another upgrade may have made them
         after = repo.schema_revision()
     finally:
         repo.close()
-    if before == after:
+    if not applied:
         click.echo(f"{repo.url}: already at {after}")
     else:
-        click.echo(f"{repo.url}: upgraded from {before or EMPTY} to {after}")
+        click.echo(f"{repo.url}: upgraded from {applied[0][0] or EMPTY} to {after}")
 
 
 @db.command("current")

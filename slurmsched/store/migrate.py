@@ -81,17 +81,25 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
+def upgrade(engine: Engine, revision: str = "head") -> list[tuple[str | None, str]]:
     """Migrate the database to ``revision`` (each step in its own transaction).
 
     Upgrades run at the same time (two ``db upgrade``, or one beside the first
     ``history import`` into an empty database) take turns, so the later one finds the
     steps done instead of failing on tables the other created.
+
+    Returns:
+        The steps this call applied, in order, as ``(from, to)`` revisions (``from`` is
+        ``None`` for the first script): empty when another upgrade had already made them.
     """
+    applied: list[tuple[str | None, str]] = []
     with engine.connect() as conn, _one_upgrade_at_a_time(conn):
         conn.execution_options(**{WRITE_LOCK: True})
-        command.upgrade(_alembic_config(conn), revision)
+        config = _alembic_config(conn)
+        config.attributes["applied"] = applied
+        command.upgrade(config, revision)
         conn.commit()
+    return applied
 
 
 @contextmanager

@@ -125,15 +125,20 @@ class SqlJobRepository:
         with store_errors(self.engine.url):
             return migrate.current_revision(self.engine)
 
-    def upgrade(self) -> None:
+    def upgrade(self) -> list[tuple[str | None, str]]:
         """Migrate the database to the revision this slurmsched needs.
+
+        Returns:
+            The steps this call applied, as ``(from, to)`` revisions (:func:`migrate.upgrade`):
+            empty when the database was up to date, also when an upgrade running at the same
+            time made them.
 
         Raises:
             SchemaOutOfDate: the database was migrated by a newer slurmsched (nothing is changed).
         """
         self._refuse_newer(self.schema_revision())
         with store_errors(self.engine.url):
-            migrate.upgrade(self.engine)
+            return migrate.upgrade(self.engine)
 
     def check_schema(self) -> None:
         """Refuse a database whose schema is not the one this slurmsched needs.

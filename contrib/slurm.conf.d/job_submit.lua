@@ -34,7 +34,7 @@ local function script_dir()
 end
 
 local CACHE_PATH = script_dir() .. "/" .. CACHE_NAME
-local parsed = nil -- last parsed cache, reused while its "written" stamp is unchanged
+local parsed = nil -- last parsed cache, reused while its "written" stamp and size are unchanged
 
 local function set(v)
 	return v ~= nil and v ~= 0 and v < NO_VAL
@@ -43,17 +43,19 @@ end
 local function load_cache()
 	local f = io.open(CACHE_PATH, "r")
 	if not f then return nil end
+	local size = f:seek("end")
+	f:seek("set")
 	local written = tonumber(((f:read("*l") == MAGIC) and f:read("*l") or ""):match("^written (%d+)$"))
 	local max_age = tonumber((f:read("*l") or ""):match("^max_age (%d+)$"))
 	if not written or not max_age or os.time() - written > max_age then
 		f:close()
 		return nil
 	end
-	if parsed and parsed.written == written then
+	if parsed and parsed.written == written and parsed.size == size then
 		f:close()
 		return parsed
 	end
-	local c = { written = written, cpu_weight = 0, levels = {}, jobs = {},
+	local c = { written = written, size = size, cpu_weight = 0, levels = {}, jobs = {},
 		protect = { partition = {}, qos = {} }, default_partition = nil }
 	for line in f:lines() do
 		local est, key = line:match("^job (%d+)\t(.*)$")

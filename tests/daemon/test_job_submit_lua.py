@@ -21,13 +21,22 @@ from slurmsched.submit_cache import (SubmitCache, SubmitEstimate, levels_for, re
 pytestmark = pytest.mark.slurm
 
 LEVELS = levels_for(SiteFactorScale.build(PlannerSection(), SchedulerConfig(weight_age=10000, weight_fairshare=10000)))
+_stamps = [0]
+
+
+def new_stamp() -> int:
+    """A cache ``written`` stamp: now, and later than every stamp handed out before (the
+    script keeps its parse of a cache while the stamp and size stay the same, and tests
+    write several caches within a second)."""
+    _stamps.append(max(int(time.time()), _stamps[-1] + 1))
+    return _stamps[-1]
 
 
 def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, daemon_env, lua_cache, busy):
     assert "JobSubmitPlugins=lua" in slurm_cluster.conf.read_text()
     user = daemon_env.user
     names = {k: f"{busy.prefix}{k}" for k in ("short", "long", "cpu", "capped", "per-task")}
-    cache = SubmitCache(written_at=int(time.time()), max_age_s=600, cpu_weight=0.25,
+    cache = SubmitCache(written_at=new_stamp(), max_age_s=600, cpu_weight=0.25,
                         levels=LEVELS,
                         estimates=(SubmitEstimate(user, names["short"], 400),
                                    SubmitEstimate(user, names["long"], 50000),
@@ -84,13 +93,13 @@ def test_jobs_the_daemon_protects_are_left_alone(slurm_cluster, daemon_env, lua_
     user = daemon_env.user
     names = {k: f"{busy.prefix}{k}" for k in ("short", "gpu", "qos")}
     estimates = tuple(SubmitEstimate(user, name, 120) for name in names.values())
-    write_submit_cache(lua_cache, SubmitCache(int(time.time()), 600, 0.25, LEVELS, estimates,
+    write_submit_cache(lua_cache, SubmitCache(new_stamp(), 600, 0.25, LEVELS, estimates,
                                               protected_partitions=("short",), default_partition="gpu"))
     in_short = busy.submit("-p", "short", "--gres=gpu:1", name="short")
     in_gpu = busy.submit("--gres=gpu:1", name="gpu")  # the default partition, not protected
     valued = submit_site_factor(read_submit_cache(lua_cache), 120, time_limit_s=None, gpus=1, cpus=1)
     assert daemon_env.site_factors([in_short, in_gpu]) == {in_short: 0, in_gpu: valued}
-    write_submit_cache(lua_cache, SubmitCache(int(time.time()) + 1, 600, 0.25, LEVELS, estimates,
+    write_submit_cache(lua_cache, SubmitCache(new_stamp(), 600, 0.25, LEVELS, estimates,
                                               protected_qos=("normal",)))
     named_qos = busy.submit("--qos=normal", "--gres=gpu:1", name="qos")
     no_qos = busy.submit("--gres=gpu:1", name="gpu")
@@ -104,7 +113,7 @@ def test_a_job_without_a_time_limit_is_capped_at_its_partitions_limit(slurm_clus
     user = daemon_env.user
     names = {k: f"{busy.prefix}{k}" for k in ("short", "gpu", "named")}
     estimate = 50000  # over short's 4 h
-    cache = SubmitCache(int(time.time()), 600, 0.25, LEVELS,
+    cache = SubmitCache(new_stamp(), 600, 0.25, LEVELS,
                         tuple(SubmitEstimate(user, name, estimate) for name in names.values()))
     write_submit_cache(lua_cache, cache)
     in_short = busy.submit("-p", "short", "--gres=gpu:1", name="short")
@@ -117,3 +126,22 @@ def test_a_job_without_a_time_limit_is_capped_at_its_partitions_limit(slurm_clus
     assert factors == {in_short: capped, by_default: uncapped, in_gpu: uncapped}
     shown = slurm_cluster.run("scontrol", "-o", "show", "job", str(in_short)).stdout
     assert "TimeLimit=04:00:00" in shown  # the limit the daemon will see, and cap at
+
+
+def test_a_cache_rewritten_within_the_same_second_is_read_again(slurm_cluster, daemon_env, lua_cache, busy):
+    """The script keeps its parse while the cache's stamp and size are unchanged: a cache
+    the daemon rewrites within one second (the same stamp) with other estimates is read again."""
+    user = daemon_env.user
+    name = f"{busy.prefix}job"
+    stamp = new_stamp()
+    first = SubmitCache(stamp, 600, 0.25, LEVELS, (SubmitEstimate(user, name, 60),))
+    write_submit_cache(lua_cache, first)
+    before = busy.submit("--gres=gpu:1", name="job")
+    second = SubmitCache(stamp, 600, 0.25, LEVELS, (SubmitEstimate(user, name, 50000),
+                                                    SubmitEstimate(user, f"{name}-other", 60)))
+    write_submit_cache(lua_cache, second)
+    after = busy.submit("--gres=gpu:1", name="job")
+    expected = {before: submit_site_factor(first, 60, time_limit_s=None, gpus=1, cpus=1),
+                after: submit_site_factor(second, 50000, time_limit_s=None, gpus=1, cpus=1)}
+    assert expected[before] != expected[after]
+    assert daemon_env.site_factors([before, after]) == expected

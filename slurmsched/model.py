@@ -303,27 +303,7 @@ class SetFeatures:
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class SetExcludedNodes:
-    """``scontrol update JobId=<id> ExcNodeList=<nodes>``."""
-
-    job_id: int
-    nodes: str
-    previous: str = ""
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SetPartition:
-    """``scontrol update JobId=<id> Partition=<partition>``."""
-
-    job_id: int
-    partition: str
-    previous: str = ""
-    reason: str = ""
-
-
-Action = Union[SetSiteFactor, SetSwitches, SetFeatures, SetExcludedNodes, SetPartition]
+Action = Union[SetSiteFactor, SetSwitches, SetFeatures]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from typing import Callable, Sequence, TypedDict
 
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, Prediction, QueueDelta,
-                              SchedulerConfig, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor, SetSwitches)
+                              SchedulerConfig, SetFeatures, SetSiteFactor, SetSwitches)
 from slurmsched.engine.tracker import QueueChanges, QueueTracker, Tracked
 from slurmsched.planner import Plan, Planner, describe
 from slurmsched.planner.plan import SITE_FACTOR, SWITCHES, Step
@@ -41,7 +41,7 @@ from slurmsched.store.protocol import AppliedChange, CycleKind, JobRepository
 log = logging.getLogger(__name__)
 
 CURSOR = "sacct"
-KINDS = tuple(cls.__name__ for cls in (SetSiteFactor, SetSwitches, SetFeatures, SetExcludedNodes, SetPartition))
+KINDS = tuple(cls.__name__ for cls in (SetSiteFactor, SetSwitches, SetFeatures))
 
 _Key = tuple[int, str]
 #: An applied change's ``(job_id, kind)``, the key of the engine's copy of them.

@@ -3,7 +3,7 @@
 Each function returns the arguments after ``scontrol``; every value travels as one
 argv element (``Features=a100``), never through a shell. Values are checked before they
 are sent: job ids must be positive integers, counts and times non-negative integers,
-and names (partition, features, node lists) may only use the characters Slurm's own
+and feature lists may only use the characters Slurm's own
 syntax uses, so whitespace, quotes, ``=`` or control characters can never smuggle a
 second ``Key=Value`` into the update. There is deliberately no way to build an update of
 a job's GRES, time limit or Nice.
@@ -15,13 +15,11 @@ import re
 from typing import Sequence
 
 from slurmsched.errors import InvalidAction
-from slurmsched.model import Action, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor, SetSwitches
+from slurmsched.model import Action, SetFeatures, SetSiteFactor, SetSwitches
 
 #: Slurm accepts SiteFactor within +/- this (``NICE_OFFSET`` - 3).
 SITE_FACTOR_LIMIT = 2_147_483_645
 
-_PARTITION = re.compile(r"[A-Za-z0-9_.,-]+")
-_NODES = re.compile(r"[A-Za-z0-9_.,\[\]-]*")
 _FEATURES = re.compile(r"[A-Za-z0-9_.,&|*!()\[\]:-]*")
 
 
@@ -86,8 +84,4 @@ def update_argv(action: Action) -> list[str]:
         return ["update", job, f"Switches={switches_value(action.count, action.max_wait_s)}"]
     if isinstance(action, SetFeatures):
         return ["update", job, f"Features={_matching(action.features, _FEATURES, 'features')}"]
-    if isinstance(action, SetExcludedNodes):
-        return ["update", job, f"ExcNodeList={_matching(action.nodes, _NODES, 'node list')}"]
-    if isinstance(action, SetPartition):
-        return ["update", job, f"Partition={_matching(action.partition, _PARTITION, 'partition')}"]
     raise InvalidAction(f"not an action slurmsched applies: {type(action).__name__}")

@@ -32,8 +32,8 @@ from slurmsched.gateway.cli_backend import CliGateway
 from slurmsched.gateway.gres import gpu_count, gpu_type_of, gres_from_mapping
 from slurmsched.gateway.parse import accounting_name
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
-                              NodeRecord, PartitionRecord, SchedulerConfig, SetExcludedNodes, SetFeatures,
-                              SetPartition, SetSiteFactor, SetSwitches)
+                              NodeRecord, PartitionRecord, SchedulerConfig, SetFeatures, SetSiteFactor,
+                              SetSwitches)
 
 
 def import_pyslurm() -> Any:
@@ -128,10 +128,6 @@ def _changes(action: Action) -> dict[str, Any] | None:
         return {"switches": {"count": action.count, "max_wait_time": action.max_wait_s}}
     if isinstance(action, SetFeatures):
         return {"constraints": action.features} if action.features else None
-    if isinstance(action, SetExcludedNodes):
-        return {"excluded_nodes": action.nodes} if action.nodes else None
-    if isinstance(action, SetPartition):
-        return {"partition": action.partition}
     return None
 
 

@@ -9,8 +9,7 @@ stored change back into the action that restores the original.
 from __future__ import annotations
 
 from slurmsched.errors import StoreError
-from slurmsched.model import (Action, JobRecord, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor,
-                              SetSwitches)
+from slurmsched.model import Action, JobRecord, SetFeatures, SetSiteFactor, SetSwitches
 from slurmsched.store.protocol import AppliedChange
 
 
@@ -26,11 +25,7 @@ def describe(action: Action) -> tuple[str, str, str]:
     if isinstance(action, SetSwitches):
         return (kind, _switches_text(action.previous_count, action.previous_wait_s),
                 _switches_text(action.count, action.max_wait_s))
-    if isinstance(action, SetFeatures):
-        return kind, action.previous, action.features
-    if isinstance(action, SetExcludedNodes):
-        return kind, action.previous, action.nodes
-    return kind, action.previous, action.partition
+    return kind, action.previous, action.features
 
 
 def live_text(job: JobRecord, kind: str) -> str | None:
@@ -38,8 +33,7 @@ def live_text(job: JobRecord, kind: str) -> str | None:
     it exactly: SiteFactor (``sprio``; ``None`` for a job it does not list, one whose begin
     time is still ahead), Features, and Switches (the request and its wait in seconds, from
     the JSON or, on 22.05, ``scontrol show job``; ``None`` where the gateway did not read
-    it). ``None`` for the other kinds, whose text in the queue may differ from what was sent
-    (a compressed host list, a reordered partition list)."""
+    it). ``None`` where the queue does not show it."""
     if kind == SetSiteFactor.__name__:
         return None if job.site_factor is None else str(job.site_factor)
     if kind == SetFeatures.__name__:
@@ -67,10 +61,6 @@ def revert_action(change: AppliedChange, reason: str = "revert: restore the valu
                            int(now_count or 0), int(now_wait) if now_wait else None, reason)
     if change.kind == "SetFeatures":
         return SetFeatures(change.job_id, original, change.current, reason)
-    if change.kind == "SetExcludedNodes":
-        return SetExcludedNodes(change.job_id, original, change.current, reason)
-    if change.kind == "SetPartition":
-        return SetPartition(change.job_id, original, change.current, reason)
     raise StoreError(f"applied change of job {change.job_id} has unknown kind {change.kind!r}")
 
 

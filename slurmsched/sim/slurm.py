@@ -34,8 +34,8 @@ from operator import attrgetter
 from typing import Mapping, Sequence, cast
 
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, GresRequest, JobRecord, JobState,
-                              NodeRecord, PartitionRecord, QueueDelta, SchedulerConfig, SetExcludedNodes,
-                              SetFeatures, SetPartition, SetSiteFactor, SetSwitches)
+                              NodeRecord, PartitionRecord, QueueDelta, SchedulerConfig, SetFeatures,
+                              SetSiteFactor, SetSwitches)
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.cluster import ClusterSpec, PartitionSpec, cluster_from_nodes, expand_hostlist
 from slurmsched.sim.job import SimJob
@@ -644,9 +644,9 @@ class SimulatedSlurm:
     def apply(self, actions: Sequence[Action]) -> list[ActionOutcome]:
         """Apply ``scontrol update`` actions to pending jobs; one outcome per action.
 
-        SiteFactor, Partition and Features (an OR-list of GPU types) change how the job
-        is scheduled; Switches and ExcNodeList are recorded on the job but have no
-        effect (the simulated cluster has no switch topology and no node exclusion).
+        SiteFactor and Features (an OR-list of GPU types) change how the job is
+        scheduled; Switches are recorded on the job but have no effect (the simulated
+        cluster has no switch topology).
         """
         outcomes = []
         for action in actions:
@@ -665,12 +665,6 @@ class SimulatedSlurm:
         if isinstance(action, SetSiteFactor):
             self._queue.set_site_factor(job, action.value)
             self._records[job.job_id] = _evolve(record, site_factor=action.value)
-        elif isinstance(action, SetPartition):
-            partition = self.spec.partition(action.partition)
-            if self.nodes_for(job.units, partition, job.gpu_types) is None:
-                return ActionOutcome(action, False, "Requested node configuration is not available")
-            self._requeue(job, partition, job.gpu_types)
-            self._records[job.job_id] = _evolve(record, partition=action.partition)
         elif isinstance(action, SetFeatures):
             try:
                 types = job_gpu_types(record.gpu_type, action.features)
@@ -678,25 +672,22 @@ class SimulatedSlurm:
                 return ActionOutcome(action, False, str(exc))
             if self.nodes_for(job.units, job.partition, types) is None:
                 return ActionOutcome(action, False, "Requested node configuration is not available")
-            self._requeue(job, job.partition, types)
+            self._requeue(job, types)
             self._records[job.job_id] = _evolve(record, features=action.features)
         elif isinstance(action, SetSwitches):
             self._records[job.job_id] = _evolve(record, switches=action.count, switch_wait_s=action.max_wait_s)
-        elif isinstance(action, SetExcludedNodes):
-            self._records[job.job_id] = _evolve(record, excluded_nodes=action.nodes)
         self._changed.add(job.job_id)
         self._reordered = True
         self._last_pass = None
         self._kept.clear()
         return ActionOutcome(action, True, "")
 
-    def _requeue(self, job: SimJob, partition: PartitionSpec, gpu_types: GpuTypes) -> None:
-        """Re-queue a pending job in another partition or with other allowed GPU types (both checked by the caller)."""
+    def _requeue(self, job: SimJob, gpu_types: GpuTypes) -> None:
+        """Re-queue a pending job with other allowed GPU types (checked by the caller)."""
         self._queue.remove(job)
         self._count(job, -1)
-        job.partition = partition
         job.gpu_types = gpu_types
-        job.nodes = self.nodes_for(job.units, partition, gpu_types) or job.nodes
+        job.nodes = self.nodes_for(job.units, job.partition, gpu_types) or job.nodes
         self._join_group(job)
         self._count(job, 1)
         self._queue.add(job, self._clock.now())

@@ -16,7 +16,7 @@ from slurmsched.errors import ConfigError, SlurmCommandNotFound
 from slurmsched.gateway import CliGateway
 from slurmsched.gateway.parse import accounting_name
 from slurmsched.gateway.pyslurm_backend import PyslurmGateway, import_pyslurm
-from slurmsched.model import JobRecord, JobState, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor, SetSwitches
+from slurmsched.model import JobRecord, JobState, SetFeatures, SetSiteFactor, SetSwitches
 
 pytestmark = pytest.mark.slurm
 
@@ -113,21 +113,18 @@ def test_site_factor_reaches_sprio_and_changes_start_order(gateway, slurm_cluste
 
 def test_constraints_round_trip(gateway, slurm_jobs):
     job = slurm_jobs.submit("-H", "--gres=gpu:1", "-N2", "-t", "5", name="held", wrap="sleep 10")
-    outcomes = gateway.apply([SetSwitches(job, 1, 600), SetFeatures(job, "a100"),
-                              SetExcludedNodes(job, "gpu03"), SetPartition(job, "short"),
-                              SetPartition(job, "nope")])
-    assert [o.ok for o in outcomes] == [True, True, True, True, False]
-    assert outcomes[-1].message == "Invalid partition name specified"
+    outcomes = gateway.apply([SetSwitches(job, 1, 600), SetFeatures(job, "nosuchfeature"),
+                              SetFeatures(job, "a100")])
+    assert [o.ok for o in outcomes] == [True, False, True]
+    assert outcomes[1].message == "Invalid feature specification"
     record = live_job(gateway, job)
-    assert (record.features, record.excluded_nodes, record.partition) == ("a100", "gpu03", "short")
+    assert record.features == "a100"
     shown = slurm_jobs.cluster.run("scontrol", "show", "job", str(job)).stdout
     assert "Switches=1@00:10:00" in shown  # 22.05's JSON has no switch fields
 
-    outcomes = gateway.apply([SetSwitches(job, 0), SetFeatures(job, ""), SetExcludedNodes(job, ""),
-                              SetPartition(job, "gpu")])
+    outcomes = gateway.apply([SetSwitches(job, 0), SetFeatures(job, "")])
     assert all(o.ok for o in outcomes), outcomes
-    record = live_job(gateway, job)
-    assert (record.features, record.excluded_nodes, record.partition) == ("", "", "gpu")
+    assert live_job(gateway, job).features == ""
     assert "Switches=" not in slurm_jobs.cluster.run("scontrol", "show", "job", str(job)).stdout
 
 
@@ -221,9 +218,8 @@ def test_pyslurm_backend_agrees_with_the_cli_backend(gateway, slurm_cluster, slu
     for field in ("name", "user", "state", "partition", "gpus", "gpu_type", "gres_per_node", "time_limit_s",
                   "nodes", "submit_time"):
         assert getattr(via_py, field) == getattr(via_cli, field), field
-    outcomes = py.apply([SetSiteFactor(job, 300), SetSiteFactor(job, 0), SetFeatures(job, "a100"),
-                         SetPartition(job, "short"), SetPartition(job, "nope")])
-    assert [o.ok for o in outcomes] == [True, True, True, True, False]
-    record = live_job(gateway, job)
-    assert (record.features, record.partition) == ("a100", "short")
+    outcomes = py.apply([SetSiteFactor(job, 300), SetSiteFactor(job, 0), SetFeatures(job, "nosuchfeature"),
+                         SetFeatures(job, "a100")])
+    assert [o.ok for o in outcomes] == [True, True, False, True]
+    assert live_job(gateway, job).features == "a100"
     assert {n.name for n in py.snapshot().nodes} == {n.name for n in gateway.snapshot().nodes}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurmsched.model import JobRecord, JobState, SchedulerConfig, SetFeatures, SetPartition, SetSiteFactor, SetSwitches
+from slurmsched.model import JobRecord, JobState, SchedulerConfig, SetFeatures, SetSiteFactor, SetSwitches
 from slurmsched.sim.clock import SimClock
 from slurmsched.sim.cluster import ClusterSpec, NodeSpec, PartitionSpec
 from slurmsched.sim.job import SimJob
@@ -132,13 +132,12 @@ def test_snapshot_accounting_and_apply_behave_like_slurm() -> None:
     assert [(n.name, n.state, n.gpus_used()) for n in snap.nodes] == [("a1", ("ALLOCATED",), 8), ("v1", ("MIXED",), 2)]
     assert slurm.snapshot().jobs[0] is snap.jobs[0]   # unchanged records are the same objects
     outcomes = slurm.apply([SetSiteFactor(2, 500, 0), SetSiteFactor(1, 5, 0), SetSiteFactor(99, 5, 0),
-                            SetFeatures(2, "v100"), SetFeatures(2, "a100&v100"), SetSwitches(2, 1, 600),
-                            SetPartition(2, "short")])
-    assert [o.ok for o in outcomes] == [True, False, False, False, False, True, True]
+                            SetFeatures(2, "v100"), SetFeatures(2, "a100&v100"), SetSwitches(2, 1, 600)])
+    assert [o.ok for o in outcomes] == [True, False, False, False, False, True]
     assert "no longer pending" in outcomes[1].message and "Invalid job id" in outcomes[2].message
     pending = slurm.snapshot().pending[0]
-    assert (pending.site_factor, pending.switches, pending.partition) == (500, 1, "short")
-    assert slurm.take_reordered() and slurm.rpcs == 7
+    assert (pending.site_factor, pending.switches) == (500, 1)
+    assert slurm.take_reordered() and slurm.rpcs == 6
     clock.advance_to(1030.0)
     slurm.finish(third)
     done = slurm.finished_since(1030.0)

@@ -8,10 +8,10 @@ import pytest
 
 from slurmsched.errors import InvalidAction
 from slurmsched.gateway.argv import format_duration, site_factor_argv, switches_value, update_argv
-from slurmsched.model import Action, SetExcludedNodes, SetFeatures, SetPartition, SetSiteFactor, SetSwitches
+from slurmsched.model import Action, SetFeatures, SetSiteFactor, SetSwitches
 
 #: The only keys slurmsched ever sends in ``scontrol update``.
-ALLOWED_KEYS = {"JobId", "SiteFactor", "Switches", "Features", "ExcNodeList", "Partition"}
+ALLOWED_KEYS = {"JobId", "SiteFactor", "Switches", "Features"}
 
 
 @pytest.mark.parametrize("action, argv", [
@@ -25,9 +25,6 @@ ALLOWED_KEYS = {"JobId", "SiteFactor", "Switches", "Features", "ExcNodeList", "P
     (SetFeatures(9, "a100"), ["update", "JobId=9", "Features=a100"]),
     (SetFeatures(9, "[a100|v100]&leaf1"), ["update", "JobId=9", "Features=[a100|v100]&leaf1"]),
     (SetFeatures(9, ""), ["update", "JobId=9", "Features="]),
-    (SetExcludedNodes(10, "gpu[03-04],gpu01"), ["update", "JobId=10", "ExcNodeList=gpu[03-04],gpu01"]),
-    (SetExcludedNodes(10, ""), ["update", "JobId=10", "ExcNodeList="]),
-    (SetPartition(11, "short"), ["update", "JobId=11", "Partition=short"]),
 ])
 def test_argv_for_each_action(action, argv):
     assert update_argv(action) == argv
@@ -47,10 +44,9 @@ HOSTILE = [
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_names_are_refused(value):
-    for action in (SetFeatures(1, value), SetExcludedNodes(1, value), SetPartition(1, value)):
-        with pytest.raises(InvalidAction) as err:
-            update_argv(action)
-        assert "\n" not in str(err.value)
+    with pytest.raises(InvalidAction) as err:
+        update_argv(SetFeatures(1, value))
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("job_id", [0, -1, True, "12", "12,13", 1.5, None])
@@ -73,17 +69,11 @@ def test_bad_switch_requests_are_refused(count, wait):
         switches_value(count, wait)
 
 
-def test_partition_must_not_be_empty():
-    with pytest.raises(InvalidAction):
-        update_argv(SetPartition(1, ""))
-
-
 def test_no_action_can_touch_gres_time_limit_or_nice():
-    """The Action union is exactly these five, and each maps to an allowed key only."""
+    """The Action union is exactly these three, and each maps to an allowed key only."""
     kinds = set(typing.get_args(Action))
-    assert kinds == {SetSiteFactor, SetSwitches, SetFeatures, SetExcludedNodes, SetPartition}
-    samples = [SetSiteFactor(1, 5), SetSwitches(1, 1, 60), SetFeatures(1, "a100"),
-               SetExcludedNodes(1, "gpu01"), SetPartition(1, "gpu")]
+    assert kinds == {SetSiteFactor, SetSwitches, SetFeatures}
+    samples = [SetSiteFactor(1, 5), SetSwitches(1, 1, 60), SetFeatures(1, "a100")]
     for action in samples:
         argv = update_argv(action)
         assert argv[0] == "update"

@@ -11,7 +11,7 @@ from slurmsched.errors import ConfigError
 from slurmsched.gateway import CliGateway, make_gateway
 from slurmsched.gateway.factory import pyslurm_available
 from slurmsched.gateway.pyslurm_backend import _changes, _live_job, _node
-from slurmsched.model import GresRequest, JobState, SetExcludedNodes, SetFeatures, SetSiteFactor, SetSwitches
+from slurmsched.model import GresRequest, JobState, SetFeatures, SetSiteFactor, SetSwitches
 
 PYSLURM = pyslurm_available()
 
@@ -86,5 +86,4 @@ def test_values_pyslurm_would_drop_go_through_scontrol():
     assert _changes(SetSiteFactor(1, 300)) == {"site_factor": 300}
     assert _changes(SetSiteFactor(1, 0)) is None  # JobSubmitDescription skips site_factor=0
     assert _changes(SetSwitches(1, 0)) is None and _changes(SetFeatures(1, "")) is None
-    assert _changes(SetExcludedNodes(1, "")) is None
     assert _changes(SetSwitches(1, 2, 600)) == {"switches": {"count": 2, "max_wait_time": 600}}

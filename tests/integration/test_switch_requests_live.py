@@ -3,7 +3,8 @@
 Slurm 22.05's ``squeue --json`` does not carry switch requests, so the CLI gateway reads
 them from ``scontrol -a -o show job``. A blocker holds every node, so the two multi-node
 GPU jobs stay pending while one engine cycle (real CliGateway, SQLite repository, qssf,
-default planner: switch tuning on, the dev cluster runs ``topology/tree``) plans them.
+default planner: switch tuning on, the dev cluster runs ``topology/tree``) plans them;
+``revert``, reading them the same way, restores only a request that is still slurmsched's.
 """
 
 from __future__ import annotations
@@ -31,10 +32,32 @@ def switches_field(cluster, job_id: int) -> str:
     return next((t.split("=", 1)[1] for t in line.split() if t.startswith("Switches=")), "")
 
 
-def test_users_own_switch_request_is_left_untouched_by_a_cycle(slurm_cluster, slurm_jobs, tmp_path):
-    gateway = CliGateway(slurm_conf=str(slurm_cluster.conf), env=slurm_cluster.env)
+@pytest.fixture
+def gateway(slurm_cluster, slurm_jobs):
+    """The CLI gateway, once a blocker holds every node (multi-node jobs then stay pending)."""
     blocker = slurm_jobs.submit("-N", "4", "--exclusive", "-t", "30", name="blocker", wrap="sleep 600")
     slurm_jobs.wait_state(blocker, {"RUNNING"})
+    return CliGateway(slurm_conf=str(slurm_cluster.conf), env=slurm_cluster.env)
+
+
+@pytest.fixture
+def repository(tmp_path):
+    """A new SQLite repository (closed after the test)."""
+    repo = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}", create=True)
+    repo.upgrade()
+    yield repo
+    repo.close()
+
+
+def one_cycle(gateway, repository):
+    """One engine cycle over the live queue: qssf, the default planner (switch tuning on:
+    the dev cluster runs ``topology/tree``), predictions from the time limits."""
+    predictor = make_predictor("user_limit")
+    predictor.fit([])
+    return Engine(gateway, repository, predictor, make_policy("qssf"), Planner(Config())).run_cycle(time.time())
+
+
+def test_users_own_switch_request_is_left_untouched_by_a_cycle(slurm_cluster, slurm_jobs, gateway, repository):
     own = slurm_jobs.submit("-N", "2", "-t", "30", "--gres=gpu:4", "--switches=2@10:00", name="own")
     bare = slurm_jobs.submit("-N", "2", "-t", "30", "--gres=gpu:4", name="bare")
     for job_id in (own, bare):
@@ -45,48 +68,29 @@ def test_users_own_switch_request_is_left_untouched_by_a_cycle(slurm_cluster, sl
     assert (jobs[own].switches, jobs[own].switch_wait_s) == (2, 600)
     assert (jobs[bare].switches, jobs[bare].switch_wait_s) == (0, None)
 
-    repository = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}", create=True)
-    repository.upgrade()
-    try:
-        predictor = make_predictor("user_limit")
-        predictor.fit([])
-        engine = Engine(gateway, repository, predictor, make_policy("qssf"), Planner(Config()))
-        report = engine.run_cycle(time.time())
-    finally:
-        repository.close()
-
+    report = one_cycle(gateway, repository)
     tuned = [a.job_id for a in report.plan.actions if isinstance(a, SetSwitches)]
     assert own not in tuned and bare in tuned  # the planner did tune switches, just not the user's
     assert switches_field(slurm_cluster, own) == "2@00:10:00"
     assert switches_field(slurm_cluster, bare) == "1@00:10:00"
 
 
-def test_revert_restores_slurmscheds_switches_and_leaves_a_users_later_request(slurm_cluster, slurm_jobs, tmp_path):
+def test_revert_restores_slurmscheds_switches_and_leaves_a_users_later_request(slurm_cluster, slurm_jobs, gateway,
+                                                                               repository):
     """``revert`` reads each job's Switches as the cycle did (22.05: ``scontrol show job``):
     a job still holding slurmsched's ``1@10:00`` gets its original back, one whose user
     asked for ``3@05:00`` since keeps it and is reported."""
-    gateway = CliGateway(slurm_conf=str(slurm_cluster.conf), env=slurm_cluster.env)
-    blocker = slurm_jobs.submit("-N", "4", "--exclusive", "-t", "30", name="blocker", wrap="sleep 600")
-    slurm_jobs.wait_state(blocker, {"RUNNING"})
     kept = slurm_jobs.submit("-N", "2", "-t", "30", "--gres=gpu:4", name="kept")
     changed = slurm_jobs.submit("-N", "2", "-t", "30", "--gres=gpu:4", name="changed")
     for job_id in (kept, changed):
         slurm_jobs.wait_state(job_id, {"PENDING"})
 
-    repository = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}", create=True)
-    repository.upgrade()
-    try:
-        predictor = make_predictor("user_limit")
-        predictor.fit([])
-        Engine(gateway, repository, predictor, make_policy("qssf"), Planner(Config())).run_cycle(time.time())
-        assert switches_field(slurm_cluster, kept) == switches_field(slurm_cluster, changed) == "1@00:10:00"
-        slurm_cluster.run("scontrol", "update", f"JobId={changed}", "Switches=3@00:05:00")
+    one_cycle(gateway, repository)
+    assert switches_field(slurm_cluster, kept) == switches_field(slurm_cluster, changed) == "1@00:10:00"
+    slurm_cluster.run("scontrol", "update", f"JobId={changed}", "Switches=3@00:05:00")
 
-        report = revert_all(gateway, repository)
-        left = [c for c in repository.applied_changes() if c.kind == "SetSwitches"]
-    finally:
-        repository.close()
-
+    report = revert_all(gateway, repository)
+    left = [c for c in repository.applied_changes() if c.kind == "SetSwitches"]
     assert report.kinds.get("SetSwitches") == 1 and report.failures == ()
     assert [line.split(" SetSwitches is ")[0] for line in report.left] == [f"job {changed}"]
     assert "SetSwitches is 3@300, not slurmsched's 1@600" in report.left[0]

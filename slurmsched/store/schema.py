@@ -37,7 +37,6 @@ class Job(Base):
         UniqueConstraint("cluster", "job_id", "submit_time", name="uq_jobs_attempt"),
         Index("ix_jobs_user_name", "user_name", "name"),
         Index("ix_jobs_end_time", "end_time"),
-        Index("ix_jobs_cluster_job", "cluster", "job_id"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +145,34 @@ def test_upgrade_from_0001_keeps_every_cycle_and_takes_its_kind_from_dry_run(db_
         paused = repo.start_cycle(200.0, CycleKind.PAUSED)
         repo.finish_cycle(paused, pending=3, running=1, actions=0, failed=0, timings={})
         assert [c.kind for c in repo.recent_cycles(1)] == [CycleKind.PAUSED]
+    finally:
+        repo.close()
+
+
+def _job_lookup_plan(conn) -> str:
+    """The query plan of ``stored_attempts``' lookup by cluster and job id, as one string."""
+    query = "SELECT job_id, submit_time FROM jobs WHERE cluster = 'c' AND job_id IN (1, 2, 3)"
+    if conn.dialect.name == "sqlite":
+        return " ".join(row[-1] for row in conn.execute(text(f"EXPLAIN QUERY PLAN {query}")))
+    conn.execute(text("SET LOCAL enable_seqscan = off"))  # an empty table: say which index serves it
+    return " ".join(row[0] for row in conn.execute(text(f"EXPLAIN {query}")))
+
+
+def test_upgrade_from_0002_drops_the_index_the_unique_constraint_makes_redundant(db_url: str) -> None:
+    repo = SqlJobRepository.from_url(db_url, create=True)
+    try:
+        migrate.upgrade(repo.engine, "0002")
+        with repo.engine.begin() as conn:
+            assert "ix_jobs_cluster_job" in {ix["name"] for ix in inspect(conn).get_indexes("jobs")}
+        repo.upgrade()
+        with repo.engine.begin() as conn:
+            assert "ix_jobs_cluster_job" not in {ix["name"] for ix in inspect(conn).get_indexes("jobs")}
+            plan = _job_lookup_plan(conn)
+        # Still an index search: SQLite's automatic index of uq_jobs_attempt (covering: it holds submit_time
+        # too), PostgreSQL's uq_jobs_attempt.
+        assert re.search(r"SEARCH jobs USING (COVERING )?INDEX sqlite_autoindex_jobs_1 \(cluster=\? AND job_id=\?\)"
+                         r"|Index (Only )?Scan using uq_jobs_attempt on jobs|Bitmap Index Scan on uq_jobs_attempt",
+                         plan), plan
     finally:
         repo.close()
 

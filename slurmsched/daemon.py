@@ -297,14 +297,13 @@ class Daemon:
         reorder. With ``submit_cache_entries = 0`` the file is left alone. Not called in
         dry-run (:meth:`cycle`): a dry-run daemon touches no shared state.
 
-        The cache carries ``[planner]``'s protected partitions and QOS (and, with
-        protected partitions, the default partition: ``scontrol show partition``), so
-        that the script leaves their jobs alone as the daemon does.
+        The cache carries ``[planner]``'s protected partitions and QOS, so that the
+        script leaves their jobs alone as the daemon does (a job that names no partition
+        runs in the default one, which the script finds in slurmctld's ``part_list``).
 
         Raises:
             StoreError: the cache cannot be written.
-            SlurmError: ``scontrol show config`` (for the SiteFactor levels) or ``scontrol
-                show partition`` failed.
+            SlurmError: ``scontrol show config`` (for the SiteFactor levels) failed.
         """
         if self.settings.submit_cache_entries == 0:
             return  # disabled: the file is not ours to write or remove
@@ -321,12 +320,8 @@ class Daemon:
         weight = self.policy.args.cpu_gpu_weight if isinstance(self.policy, QssfPolicy) else 0.0
         estimates = self.submit_estimates(now)
         planner = self.config.planner
-        default = ""
-        if planner.protected_partitions:  # a job that names no partition runs in the default one
-            default = next((p.name for p in self.gateway.partitions() if p.default), "")
         target.write(SubmitCache(int(now), int(self.settings.submit_cache_max_age_s), weight, levels_for(scale),
-                                 tuple(estimates), tuple(planner.protected_partitions), tuple(planner.protected_qos),
-                                 default))
+                                 tuple(estimates), tuple(planner.protected_partitions), tuple(planner.protected_qos)))
         self._cache_written = now
         log.info("wrote submit cache %s: %d (user, job name) estimates", target, len(estimates))
 

@@ -10,7 +10,6 @@ an ``scontrol update`` at all. Format (text, one record a line, version 1)::
     cpu_weight <GPU-equivalents per CPU for jobs without GPUs>
     level <max predicted GPU-seconds> <SiteFactor>      (ascending bounds)
     protect partition <name>    protect qos <name>      ([planner] protected_*)
-    default_partition <name>                            (with protected partitions)
     job <predicted seconds>\\t<user>\\t<job name>
 
 A job's service is ``min(prediction, time limit) x GPUs`` (CPU jobs: ``x CPUs x
@@ -19,8 +18,8 @@ least that service. Users or names holding a tab or a line break are left out (t
 job simply gets its value from the daemon's next cycle). A job in a protected partition
 or with a protected QOS is left alone, as the daemon leaves it; so is one that names no
 QOS while some QOS is protected (its default QOS comes from its association, which the
-script does not see), and one that names no partition while the default partition is
-protected. The file is replaced
+script does not see), and one that names no partition while the default partition (the
+one slurmctld's ``part_list`` flags as default) is protected. The file is replaced
 atomically (write a temporary file beside it, fsync, rename), so slurmctld never
 reads a half-written cache.
 """
@@ -67,8 +66,6 @@ class SubmitCache:
         levels: ``(max service GPU-seconds, SiteFactor)`` pairs, bounds ascending.
         estimates: one predicted run time per (user, job name).
         protected_partitions, protected_qos: ``[planner]``'s: jobs there are left alone.
-        default_partition: the partition of a job that names none (written when some
-            partition is protected).
     """
 
     written_at: int
@@ -78,15 +75,15 @@ class SubmitCache:
     estimates: tuple[SubmitEstimate, ...]
     protected_partitions: tuple[str, ...] = ()
     protected_qos: tuple[str, ...] = ()
-    default_partition: str = ""
 
 
-def protected(cache: SubmitCache, partition: str, qos: str) -> bool:
+def protected(cache: SubmitCache, partition: str, qos: str, default_partition: str) -> bool:
     """Whether ``job_submit.lua`` leaves a job alone for its partition (a comma list; empty:
-    the default one) or QOS (empty: its association's default, unknown to the script)."""
+    ``default_partition``, the one slurmctld flags as default, which the script finds in
+    its ``part_list``) or QOS (empty: its association's default, unknown to the script)."""
     if cache.protected_qos and (not qos or qos in cache.protected_qos):
         return True
-    named = [p for p in partition.split(",") if p] or [cache.default_partition]
+    named = [p for p in partition.split(",") if p] or [default_partition]
     return bool(cache.protected_partitions) and any(p in cache.protected_partitions for p in named)
 
 
@@ -146,8 +143,6 @@ def render(cache: SubmitCache) -> str:
     lines += [f"level {int(bound)} {int(value)}" for bound, value in cache.levels]
     lines += [f"protect partition {name}" for name in cache.protected_partitions]
     lines += [f"protect qos {name}" for name in cache.protected_qos]
-    if cache.protected_partitions and cache.default_partition:
-        lines.append(f"default_partition {cache.default_partition}")
     lines += [f"job {max(1, int(e.estimate_s))}\t{e.user}\t{e.name}" for e in listed(cache)]
     return "\n".join(lines) + "\n"
 
@@ -250,8 +245,7 @@ def _parse_lines(lines: Iterable[str], path: Path) -> SubmitCache:
         return SubmitCache(written_at=int(header["written"]), max_age_s=int(header["max_age"]),
                            cpu_weight=float(header.get("cpu_weight", "0")), levels=tuple(levels),
                            estimates=tuple(estimates), protected_partitions=tuple(protect["partition"]),
-                           protected_qos=tuple(protect["qos"]),
-                           default_partition=header.get("default_partition", ""))
+                           protected_qos=tuple(protect["qos"]))
     except (KeyError, ValueError):
         raise StoreError(f"submit cache {path} has no valid written/max_age header") from None
 

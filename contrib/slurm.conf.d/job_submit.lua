@@ -10,7 +10,7 @@ DefaultTime or MaxTime, as Slurm will set it), and stamps AdminComment. Jobs in 
 partitions and QOS the daemon protects (listed in the cache) are left alone, as the
 daemon leaves them; so is a job that names no QOS while some QOS is protected (its
 default QOS is its association's, not visible here), and one that names no partition
-while the default partition is protected.
+while the default partition (flagged in the part_list slurmctld passes) is protected.
 
 Cache location: "slurmsched-submit.cache" in this script's own directory (normally
 beside slurm.conf); make it a symlink to the daemon's file (daemon.submit_cache).
@@ -56,7 +56,7 @@ local function load_cache()
 		return parsed
 	end
 	local c = { written = written, size = size, cpu_weight = 0, levels = {}, jobs = {},
-		protect = { partition = {}, qos = {} }, default_partition = nil }
+		protect = { partition = {}, qos = {} } }
 	for line in f:lines() do
 		local est, key = line:match("^job (%d+)\t(.*)$")
 		if est then
@@ -70,7 +70,6 @@ local function load_cache()
 				c.protect[kind][name] = true
 			else
 				c.cpu_weight = tonumber(line:match("^cpu_weight (%S+)$")) or c.cpu_weight
-				c.default_partition = line:match("^default_partition (%S+)$") or c.default_partition
 			end
 		end
 	end
@@ -101,21 +100,27 @@ local function listed(list, value, default)
 	return false
 end
 
+-- The partition slurmctld flags as default, from part_list (keyed by name; the partitions
+-- this user may use): its name and record, or nil when part_list holds none.
+local function default_partition(part_list)
+	if type(part_list) ~= "table" then return nil end
+	for key, p in pairs(part_list) do
+		local default = p.flag_default
+		if default == true or (type(default) == "number" and default ~= 0) then
+			return p.name or key, p
+		end
+	end
+	return nil
+end
+
 -- The limit (minutes) Slurm gives a job submitted without -t: its partition's DefaultTime,
 -- else its MaxTime; nil when neither is set (INFINITE), the partition is not in part_list
 -- (a name this user cannot use), or the job names several partitions (Slurm picks one later).
 local function partition_limit(job_desc, part_list)
-	if type(part_list) ~= "table" then return nil end
 	local name, part = job_desc.partition, nil
 	if name == nil or name == "" then
-		for _, p in pairs(part_list) do
-			local default = p.flag_default
-			if default == true or (type(default) == "number" and default ~= 0) then
-				part = p
-				break
-			end
-		end
-	elseif not name:find(",", 1, true) then
+		part = select(2, default_partition(part_list))
+	elseif type(part_list) == "table" and not name:find(",", 1, true) then
 		part = part_list[name]
 	end
 	if part == nil then return nil end
@@ -127,7 +132,7 @@ end
 local function site_factor(job_desc, part_list)
 	local c = load_cache()
 	if not c then return nil end
-	if listed(c.protect.partition, job_desc.partition, c.default_partition or "")
+	if listed(c.protect.partition, job_desc.partition, default_partition(part_list) or "")
 		or listed(c.protect.qos, job_desc.qos, nil) then
 		return nil
 	end

@@ -306,7 +306,8 @@ class SimulatedSlurm:
         now = self._clock.now()
         self._join_group(job)
         plugin = self.submit_plugin
-        value = plugin.site_factor(job.trace, job.units, now) if plugin is not None else None
+        value = (plugin.site_factor(job.trace, job.units, now, self.spec.default_partition.name)
+                 if plugin is not None else None)
         if plugin is not None and value is not None:
             job.site_factor = value
             job.trace = plugin.stamp(job.trace, value)  # the record squeue will show

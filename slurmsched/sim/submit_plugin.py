@@ -66,11 +66,13 @@ class SubmitPlugin:
 
     # --- slurmctld's side ----------------------------------------------------------
 
-    def site_factor(self, job: JobRecord, gpus: int, now: float) -> int | None:
-        """The SiteFactor the script gives ``job`` (asking for ``gpus``) submitted at ``now``;
-        ``None`` leaves it untouched (no cache, a stale one, or a job it does not list)."""
+    def site_factor(self, job: JobRecord, gpus: int, now: float, default_partition: str) -> int | None:
+        """The SiteFactor the script gives ``job`` (asking for ``gpus``) submitted at ``now``
+        to a slurmctld whose default partition is ``default_partition``; ``None`` leaves it
+        untouched (no cache, a stale one, a protected job, or a job it does not list)."""
         cache = self._cache
-        if cache is None or now - cache.written_at > cache.max_age_s or protected(cache, job.partition, job.qos):
+        if (cache is None or now - cache.written_at > cache.max_age_s
+                or protected(cache, job.partition, job.qos, default_partition)):
             return None
         estimate: float | None
         if self._truth is not None:

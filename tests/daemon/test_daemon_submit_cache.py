@@ -154,21 +154,24 @@ def test_submit_estimates_predict_again_only_what_changed_and_remember_no_probe(
 
 def test_protected_partitions_and_qos_travel_in_the_cache(tmp_path):
     cache = _cache(levels=((100, 900), (MAX_SERVICE_S, 100)), protected_partitions=("debug", "urgent"),
-                   protected_qos=("admin",), default_partition="debug")
+                   protected_qos=("admin",))
     text = render(cache)
-    assert ("protect partition debug\nprotect partition urgent\nprotect qos admin\ndefault_partition debug\n"
-            in text)
+    assert "protect partition debug\nprotect partition urgent\nprotect qos admin\n" in text
     write_submit_cache(tmp_path / "c", cache)
     assert read_submit_cache(tmp_path / "c") == cache
+    # an earlier daemon's line for the default partition (the script now reads part_list's) is ignored
+    (tmp_path / "old").write_text(text.replace("protect qos admin\n", "protect qos admin\ndefault_partition debug\n"))
+    assert read_submit_cache(tmp_path / "old") == cache
     # the script's rule (job_submit.lua; the live test checks it in slurmctld)
-    assert protected(cache, "urgent", "normal") and protected(cache, "gpu,debug", "normal")
-    assert protected(cache, "", "normal")  # no partition named: the default one, protected here
-    assert protected(cache, "gpu", "admin") and protected(cache, "gpu", "")  # no QOS named: unknown default
-    assert not protected(cache, "gpu", "normal")
-    assert not protected(_cache(), "", "")  # nothing protected
+    assert protected(cache, "urgent", "normal", "gpu") and protected(cache, "gpu,debug", "normal", "gpu")
+    assert protected(cache, "", "normal", "debug")  # no partition named: the default one, protected here
+    assert not protected(cache, "", "normal", "gpu")
+    assert protected(cache, "gpu", "admin", "gpu") and protected(cache, "gpu", "", "gpu")  # no QOS: unknown default
+    assert not protected(cache, "gpu", "normal", "debug")
+    assert not protected(_cache(), "", "", "debug")  # nothing protected
 
 
-def test_the_daemon_writes_the_planners_protections_and_the_default_partition() -> None:
+def test_the_daemon_writes_the_planners_protections() -> None:
     """The cache the daemon writes (here into the simulated plugin) carries [planner]'s protections."""
     now = 1_700_100_000.0
     config = Config().with_overrides("planner", protected_partitions=("short",), protected_qos=("admin",))
@@ -178,6 +181,5 @@ def test_the_daemon_writes_the_planners_protections_and_the_default_partition() 
                     MemoryJobRepository(cluster="c", track_live=False), SlurmschedPredictor(), make_policy("qssf"),
                     Planner(config), clock=clock, submit_cache=plugin)
     daemon.refresh_submit_cache(now, active=True)
-    default = next(p.name for p in daemon.gateway.partitions() if p.default)
-    assert plugin.cache is not None and (plugin.cache.protected_partitions, plugin.cache.protected_qos,
-                                         plugin.cache.default_partition) == (("short",), ("admin",), default)
+    assert plugin.cache is not None and (plugin.cache.protected_partitions,
+                                         plugin.cache.protected_qos) == (("short",), ("admin",))

@@ -89,16 +89,22 @@ def test_a_missing_or_bad_cache_leaves_jobs_untouched(slurm_cluster, daemon_env,
 
 def test_jobs_the_daemon_protects_are_left_alone(slurm_cluster, daemon_env, lua_cache, busy):
     """Protected partitions and QOS travel in the cache; the script leaves their jobs alone
-    (a job naming no QOS too: its default QOS is not visible to the script)."""
+    (a job naming no partition while the default one, flagged in part_list, is protected;
+    a job naming no QOS too: its default QOS is not visible to the script)."""
     user = daemon_env.user
     names = {k: f"{busy.prefix}{k}" for k in ("short", "gpu", "qos")}
     estimates = tuple(SubmitEstimate(user, name, 120) for name in names.values())
     write_submit_cache(lua_cache, SubmitCache(new_stamp(), 600, 0.25, LEVELS, estimates,
-                                              protected_partitions=("short",), default_partition="gpu"))
+                                              protected_partitions=("short",)))
     in_short = busy.submit("-p", "short", "--gres=gpu:1", name="short")
     in_gpu = busy.submit("--gres=gpu:1", name="gpu")  # the default partition, not protected
     valued = submit_site_factor(read_submit_cache(lua_cache), 120, time_limit_s=None, gpus=1, cpus=1)
     assert daemon_env.site_factors([in_short, in_gpu]) == {in_short: 0, in_gpu: valued}
+    write_submit_cache(lua_cache, SubmitCache(new_stamp(), 600, 0.25, LEVELS, estimates,
+                                              protected_partitions=("gpu",)))
+    by_default = busy.submit("--gres=gpu:1", name="gpu")  # the default partition, protected now
+    named_short = busy.submit("-p", "short", "--gres=gpu:1", name="short")
+    assert daemon_env.site_factors([by_default, named_short]) == {by_default: 0, named_short: valued}
     write_submit_cache(lua_cache, SubmitCache(new_stamp(), 600, 0.25, LEVELS, estimates,
                                               protected_qos=("normal",)))
     named_qos = busy.submit("--qos=normal", "--gres=gpu:1", name="qos")

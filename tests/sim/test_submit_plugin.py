@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -40,39 +41,46 @@ def cache(*estimates: SubmitEstimate, written: int = WRITTEN) -> SubmitCache:
 
 def test_the_plugin_values_jobs_as_the_script_does() -> None:
     plugin = SubmitPlugin()
-    assert plugin.site_factor(record(1, "short"), 2, WRITTEN) is None and not plugin.exists()  # no cache yet
+    assert plugin.site_factor(record(1, "short"), 2, WRITTEN, "gpu") is None and not plugin.exists()  # no cache yet
     first = cache(SubmitEstimate("alice", "short", 120), SubmitEstimate("alice", "long", 50000),
                   SubmitEstimate("alice", "tab\tname", 120))
     plugin.write(first)
     assert plugin.exists()
-    short = plugin.site_factor(record(1, "short"), 2, WRITTEN + 10)
+    short = plugin.site_factor(record(1, "short"), 2, WRITTEN + 10, "gpu")
     assert short == submit_site_factor(first, 120, time_limit_s=None, gpus=2, cpus=2)
-    capped = plugin.site_factor(record(2, "long", limit=600), 2, WRITTEN + 10)
+    capped = plugin.site_factor(record(2, "long", limit=600), 2, WRITTEN + 10, "gpu")
     assert capped == submit_site_factor(first, 600, time_limit_s=None, gpus=2, cpus=2)  # at most the limit
-    assert short > plugin.site_factor(record(3, "long"), 2, WRITTEN + 10) > 0
-    assert plugin.site_factor(record(4, "unknown"), 2, WRITTEN + 10) is None
-    assert plugin.site_factor(record(5, "short", user="bob"), 2, WRITTEN + 10) is None
-    assert plugin.site_factor(record(6, "short"), 2, WRITTEN + 901) is None  # older than max_age: ignored
-    assert plugin.site_factor(record(7, "tab\tname"), 2, WRITTEN + 10) is None  # a name the file cannot hold
+    assert short > plugin.site_factor(record(3, "long"), 2, WRITTEN + 10, "gpu") > 0
+    assert plugin.site_factor(record(4, "unknown"), 2, WRITTEN + 10, "gpu") is None
+    assert plugin.site_factor(record(5, "short", user="bob"), 2, WRITTEN + 10, "gpu") is None
+    assert plugin.site_factor(record(6, "short"), 2, WRITTEN + 901, "gpu") is None  # older than max_age: ignored
+    assert plugin.site_factor(record(7, "tab\tname"), 2, WRITTEN + 10, "gpu") is None  # a name the file cannot hold
     # a rewritten cache is read again
     plugin.write(cache(SubmitEstimate("alice", "short", 50000), written=WRITTEN + 300))
-    assert plugin.site_factor(record(8, "short"), 2, WRITTEN + 310) < short
+    assert plugin.site_factor(record(8, "short"), 2, WRITTEN + 310, "gpu") < short
     assert plugin.remove() and not plugin.remove()  # paused: the daemon takes it away
-    assert plugin.site_factor(record(9, "short"), 2, WRITTEN + 310) is None
+    assert plugin.site_factor(record(9, "short"), 2, WRITTEN + 310, "gpu") is None
+
+
+def test_a_job_that_names_no_partition_is_protected_when_slurmctlds_default_partition_is() -> None:
+    plugin = SubmitPlugin()
+    plugin.write(dataclasses.replace(cache(SubmitEstimate("alice", "short", 120)), protected_partitions=("debug",)))
+    assert plugin.site_factor(record(1, "short"), 2, WRITTEN + 10, "debug") is None
+    assert plugin.site_factor(record(2, "short"), 2, WRITTEN + 10, "gpu") is not None
 
 
 def test_beside_the_oracle_the_plugin_values_each_job_by_its_true_run_time() -> None:
     """The cache's estimates are the previous jobs' run times; the sjf bound knows the new job's."""
     plugin = SubmitPlugin()
     plugin.use_truth({1: 120.0, 2: 50000.0})
-    assert plugin.site_factor(record(1, "short"), 2, WRITTEN) is None  # no cache written: the script does nothing
+    assert plugin.site_factor(record(1, "short"), 2, WRITTEN, "gpu") is None  # no cache: the script does nothing
     values = cache(SubmitEstimate("alice", "short", 50000))
     plugin.write(values)
-    assert plugin.site_factor(record(1, "short"), 2, WRITTEN) == submit_site_factor(
+    assert plugin.site_factor(record(1, "short"), 2, WRITTEN, "gpu") == submit_site_factor(
         values, 120, time_limit_s=None, gpus=2, cpus=2)
-    assert plugin.site_factor(record(2, "new"), 2, WRITTEN) == submit_site_factor(
+    assert plugin.site_factor(record(2, "new"), 2, WRITTEN, "gpu") == submit_site_factor(
         values, 50000, time_limit_s=None, gpus=2, cpus=2)
-    assert plugin.site_factor(record(3, "short"), 2, WRITTEN) is None  # not in the workload
+    assert plugin.site_factor(record(3, "short"), 2, WRITTEN, "gpu") is None  # not in the workload
 
 
 def test_the_simulated_slurmctld_queues_a_new_job_with_the_plugins_value() -> None:
@@ -111,8 +119,8 @@ def test_after_an_idle_stretch_the_cache_is_as_fresh_as_a_live_daemon_keeps_it(m
     seen: dict[int, int | None] = {}
 
     class Recording(SubmitPlugin):
-        def site_factor(self, job: JobRecord, gpus: int, now: float) -> int | None:
-            seen[job.job_id] = value = super().site_factor(job, gpus, now)
+        def site_factor(self, job: JobRecord, gpus: int, now: float, default_partition: str) -> int | None:
+            seen[job.job_id] = value = super().site_factor(job, gpus, now, default_partition)
             return value
 
     monkeypatch.setattr(runner, "SubmitPlugin", Recording)

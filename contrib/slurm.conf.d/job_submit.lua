@@ -114,14 +114,15 @@ local function default_partition(part_list)
 end
 
 -- The limit (minutes) Slurm gives a job submitted without -t: its partition's DefaultTime,
--- else its MaxTime; nil when neither is set (INFINITE), the partition is not in part_list
--- (a name this user cannot use), or the job names several partitions (Slurm picks one later).
+-- else its MaxTime (of a job naming several partitions, the first one's, as slurmctld
+-- sets it at submission); nil when neither is set (INFINITE) or the partition is not in
+-- part_list (a name this user cannot use).
 local function partition_limit(job_desc, part_list)
 	local name, part = job_desc.partition, nil
 	if name == nil or name == "" then
 		part = select(2, default_partition(part_list))
-	elseif type(part_list) == "table" and not name:find(",", 1, true) then
-		part = part_list[name]
+	elseif type(part_list) == "table" then
+		part = part_list[name:match("^[^,]*")]
 	end
 	if part == nil then return nil end
 	if set(part.default_time) then return part.default_time end

@@ -117,7 +117,7 @@ def test_a_job_without_a_time_limit_is_capped_at_its_partitions_limit(slurm_clus
     daemon caps the estimate there; so does the script (``short``: MaxTime 4 h; ``gpu``,
     the default partition: INFINITE, no cap)."""
     user = daemon_env.user
-    names = {k: f"{busy.prefix}{k}" for k in ("short", "gpu", "named")}
+    names = {k: f"{busy.prefix}{k}" for k in ("short", "gpu", "named", "several")}
     estimate = 50000  # over short's 4 h
     cache = SubmitCache(new_stamp(), 600, 0.25, LEVELS,
                         tuple(SubmitEstimate(user, name, estimate) for name in names.values()))
@@ -125,13 +125,18 @@ def test_a_job_without_a_time_limit_is_capped_at_its_partitions_limit(slurm_clus
     in_short = busy.submit("-p", "short", "--gres=gpu:1", name="short")
     by_default = busy.submit("--gres=gpu:1", name="gpu")
     in_gpu = busy.submit("-p", "gpu", "--gres=gpu:1", name="named")
-    factors = daemon_env.site_factors([in_short, by_default, in_gpu])
+    # several partitions: slurmctld gives the first one's limit
+    short_first = busy.submit("-p", "short,gpu", "--gres=gpu:1", name="several")
+    gpu_first = busy.submit("-p", "gpu,short", "--gres=gpu:1", name="several")
+    factors = daemon_env.site_factors([in_short, by_default, in_gpu, short_first, gpu_first])
     capped = submit_site_factor(cache, estimate, time_limit_s=4 * 3600, gpus=1, cpus=1)
     uncapped = submit_site_factor(cache, estimate, time_limit_s=None, gpus=1, cpus=1)
     assert capped != uncapped
-    assert factors == {in_short: capped, by_default: uncapped, in_gpu: uncapped}
-    shown = slurm_cluster.run("scontrol", "-o", "show", "job", str(in_short)).stdout
-    assert "TimeLimit=04:00:00" in shown  # the limit the daemon will see, and cap at
+    assert factors == {in_short: capped, by_default: uncapped, in_gpu: uncapped, short_first: capped,
+                       gpu_first: uncapped}
+    for job, limit in ((in_short, "04:00:00"), (short_first, "04:00:00"), (gpu_first, "UNLIMITED")):
+        shown = slurm_cluster.run("scontrol", "-o", "show", "job", str(job)).stdout
+        assert f"TimeLimit={limit} " in shown  # the limit the daemon will see, and cap at
 
 
 def test_a_cache_rewritten_within_the_same_second_is_read_again(slurm_cluster, daemon_env, lua_cache, busy):

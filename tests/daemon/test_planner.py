@@ -197,7 +197,7 @@ def test_guaranteed_wait_bound() -> None:
     bound = guaranteed_wait_bound(Config(), WEIGHTS)
     assert bound.seconds == 99 * HOUR + 60.0
     assert "no later job overtakes it" in bound.explanation
-    assert ("after max_wait_h=96 h or 1 x its backlog wait or 4 x its expected run time (at most its time limit)"
+    assert ("after max_wait_h=96 h or 0.5 x its backlog wait or 4 x its expected run time (at most its time limit)"
             " if longer"
             " (+ aging_step_h=3 h") in bound.explanation
     fixed = dataclasses.replace(Config(), policy=PolicySection(qssf={"backlog_factor": 0, "slowdown_factor": 0}))

@@ -231,9 +231,9 @@ def test_a_long_backlog_stretches_the_guard_and_the_half_life() -> None:
     assert policy.changes_at(waiting, p, waiting.submit_time + 100 * HOUR, 50 * HOUR) == math.inf
     reason = policy.explain(waiting, p, NOW, 50 * HOUR)
     assert "waiting 60 h of 100 h guard (2 x 50 h backlog at arrival), score halved 4.8x -> 0.36 GPU-h" in reason
-    # By default the guard is the backlog wait itself when longer; backlog_factor = 0 keeps
+    # By default the guard is half the backlog wait when longer; backlog_factor = 0 keeps
     # the fixed guard; qssf-noaging has none to stretch.
-    assert make_policy("qssf").patience_s(130 * HOUR) == 130 * HOUR
+    assert make_policy("qssf").patience_s(260 * HOUR) == 130 * HOUR
     assert make_policy("qssf", {"max_wait_h": 48, "backlog_factor": 0}).score(waiting, p, NOW, 50 * HOUR) == 0.0
     assert make_policy("qssf-noaging").score(waiting, p, NOW, 50 * HOUR) == 10 * HOUR
 
@@ -253,8 +253,8 @@ def test_a_long_expected_run_stretches_the_guard_and_the_half_life() -> None:
     assert "waiting 30 h of 40 h guard (4 x 10.0 h expected run), score halved 3x -> 1.25 GPU-h" in reason
     # A 1 h run keeps the 24 h guard; a longer backlog guard wins and is named; 0 turns it off.
     assert policy.score(job(2, submitted_h_ago=30), predicted(2, 1), NOW) == 0.0
-    backlogged = make_policy("qssf", {"max_wait_h": 24, "halflife_h": 6}).explain(waiting, p, NOW, 50 * HOUR)
-    assert "waiting 30 h of 50 h guard (1 x 50 h backlog at arrival)" in backlogged
+    backlogged = make_policy("qssf", {"max_wait_h": 24, "halflife_h": 6}).explain(waiting, p, NOW, 100 * HOUR)
+    assert "waiting 30 h of 50 h guard (0.5 x 100 h backlog at arrival)" in backlogged
     assert make_policy("qssf", {"max_wait_h": 24, "slowdown_factor": 0}).score(waiting, p, NOW) == 0.0
     assert make_policy("qssf-noaging").patience_s(0.0, 10 * HOUR) == math.inf
     # Without a time limit nothing caps the expected run (a wide spread could make it weeks):

@@ -1,4 +1,4 @@
-"""Fixtures shared by the whole suite: the live dev Slurm cluster.
+"""Fixtures shared by the whole suite: the live dev Slurm cluster, and a new SQLite repository.
 
 Tests marked ``@pytest.mark.slurm`` run against the real cluster that
 ``contrib/dev-cluster/up.sh`` starts (once per session; a no-op when it is already up).
@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from slurmsched.store.repository import SqlJobRepository
 
 REPO = Path(__file__).resolve().parents[1]
 UP_SH = REPO / "contrib" / "dev-cluster" / "up.sh"
@@ -143,6 +145,15 @@ def slurm_jobs(slurm_cluster: SlurmCluster, request: pytest.FixtureRequest):
     jobs = SlurmJobs(slurm_cluster, request.node.name)
     yield jobs
     jobs.cancel_all()
+
+
+@pytest.fixture
+def repository(tmp_path: Path):
+    """A new SQLite repository at the current schema (closed after the test)."""
+    repo = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}", create=True)
+    repo.upgrade()
+    yield repo
+    repo.close()
 
 
 @pytest.fixture(autouse=True)

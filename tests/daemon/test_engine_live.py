@@ -11,15 +11,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from live_engine import engine_for
 
-from slurmsched.config import Config
-from slurmsched.engine import Engine
 from slurmsched.gateway.cli_backend import CliGateway
 from slurmsched.model import SetSiteFactor, SetSwitches
-from slurmsched.planner import Planner, revert_actions
-from slurmsched.policy import make_policy
-from slurmsched.predict.registry import make_predictor
-from slurmsched.store.repository import SqlJobRepository
+from slurmsched.planner import revert_actions
 
 pytestmark = pytest.mark.slurm
 
@@ -28,19 +24,6 @@ pytestmark = pytest.mark.slurm
 def gateway(slurm_cluster) -> CliGateway:
     return CliGateway(slurm_conf=str(slurm_cluster.conf), env=slurm_cluster.env)
 
-
-@pytest.fixture
-def repository(tmp_path):
-    repo = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}", create=True)
-    repo.upgrade()
-    yield repo
-    repo.close()
-
-
-def engine_for(gateway, repository, policy: str = "qssf", **kwargs) -> Engine:
-    predictor = make_predictor("user_limit")  # predicts the time limit: a known order
-    predictor.fit([])
-    return Engine(gateway, repository, predictor, make_policy(policy), Planner(Config()), **kwargs)
 
 
 def site_factors(cluster, ids) -> dict[int, int]:

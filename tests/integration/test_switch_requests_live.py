@@ -12,16 +12,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from live_engine import engine_for
 
-from slurmsched.config import Config
 from slurmsched.daemon import revert_all
-from slurmsched.engine import Engine
 from slurmsched.gateway import CliGateway
 from slurmsched.model import SetSwitches
-from slurmsched.planner import Planner
-from slurmsched.policy import make_policy
-from slurmsched.predict.registry import make_predictor
-from slurmsched.store.repository import SqlJobRepository
 
 pytestmark = pytest.mark.slurm
 
@@ -40,21 +35,9 @@ def gateway(slurm_cluster, slurm_jobs):
     return CliGateway(slurm_conf=str(slurm_cluster.conf), env=slurm_cluster.env)
 
 
-@pytest.fixture
-def repository(tmp_path):
-    """A new SQLite repository (closed after the test)."""
-    repo = SqlJobRepository.from_url(f"sqlite:///{tmp_path / 'slurmsched.db'}", create=True)
-    repo.upgrade()
-    yield repo
-    repo.close()
-
-
 def one_cycle(gateway, repository):
-    """One engine cycle over the live queue: qssf, the default planner (switch tuning on:
-    the dev cluster runs ``topology/tree``), predictions from the time limits."""
-    predictor = make_predictor("user_limit")
-    predictor.fit([])
-    return Engine(gateway, repository, predictor, make_policy("qssf"), Planner(Config())).run_cycle(time.time())
+    """One qssf engine cycle over the live queue."""
+    return engine_for(gateway, repository).run_cycle(time.time())
 
 
 def test_users_own_switch_request_is_left_untouched_by_a_cycle(slurm_cluster, slurm_jobs, gateway, repository):

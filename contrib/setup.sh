@@ -6,8 +6,8 @@
 # apt-get installs only the Debian packages that are missing: the dev cluster's Slurm
 # set (see contrib/dev-cluster/lib.sh), python3-venv when `python3 -m venv` cannot work,
 # and postgresql when EXTRAS include "postgres". Then `python3 -m venv .venv` (kept if it
-# works) and `pip install -e '.[EXTRAS]'` into it. Idempotent; used by contrib/test.sh
-# and contrib/demo.sh.
+# works) and `pip install -e '.[EXTRAS]'` into it, within the upper bounds of
+# contrib/constraints.txt. Idempotent; used by contrib/test.sh and contrib/demo.sh.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,5 +31,5 @@ if ! .venv/bin/python -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev
     rm -rf .venv
     python3 -m venv .venv
 fi
-log "pip install -e '.${EXTRAS:+[$EXTRAS]}' into .venv"
-PIP_DISABLE_PIP_VERSION_CHECK=1 .venv/bin/pip install -q -e ".${EXTRAS:+[$EXTRAS]}"
+log "pip install -e '.${EXTRAS:+[$EXTRAS]}' into .venv (within contrib/constraints.txt)"
+PIP_DISABLE_PIP_VERSION_CHECK=1 .venv/bin/pip install -q -c contrib/constraints.txt -e ".${EXTRAS:+[$EXTRAS]}"

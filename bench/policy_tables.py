@@ -10,12 +10,21 @@ trace's table, writes its report and plots under ``--out/<trace>/``, and prints 
 trace the share of the FIFO -> oracle-SJF avg-JCT gain that ``qssf`` (slurmsched's
 predictor and aging guard) reaches and its max wait over FIFO's.
 
+That share moves by a few points with settings that change nothing in kind, such as
+the daemon's cycle interval (``docs/simulator.md``). ``--intervals 45,50,...`` measures
+how much: ``qssf`` runs again at each of these cycle intervals (the one of the
+comparison is reused), each against the comparison's FIFO and oracle-SJF runs, and
+the trace's figures add the share at each interval and their mean, standard
+deviation, minimum and maximum.
+
 The traces are read in place from ``$SLURMSCHED_TRACES`` (default
 ``<repo>/../shared/traces``). Usage:
-``python bench/policy_tables.py [--trace ctc,hpc2n,...] [--policy fifo,sjf,qssf] [--workers N] [--out DIR]``
-(``--workers``: policies simulated at once, one process each; the tables are the same);
-the last output line is ``{"<trace>": {"qssf_gain_share": ..., "qssf_max_wait_vs_fifo": ...,
-"qssf_avg_jct_vs_fifo": ...}, ...}``.
+``python bench/policy_tables.py [--trace ctc,hpc2n,...] [--policy fifo,sjf,qssf] [--workers N] [--out DIR]
+[--intervals S,S,...]`` (``--workers``: simulations run at once, one process each; the
+tables are the same); the last output line is ``{"<trace>": {"qssf_gain_share": ...,
+"qssf_max_wait_vs_fifo": ..., "qssf_avg_jct_vs_fifo": ...}, ...}``, with ``--intervals``
+also ``"qssf_gain_share_by_interval": {"45": ..., ...}``, ``"qssf_gain_share_mean"``,
+``"qssf_gain_share_sd"``, ``"qssf_gain_share_min"`` and ``"qssf_gain_share_max"``.
 """
 
 from __future__ import annotations
@@ -25,8 +34,10 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import json  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import click  # noqa: E402
@@ -34,12 +45,15 @@ import click  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from slurmsched.config import load_config  # noqa: E402
+from slurmsched.config import Config, load_config  # noqa: E402
+from slurmsched.sim.cluster import ClusterSpec  # noqa: E402
 from slurmsched.sim.experiment import Comparison, compare  # noqa: E402
+from slurmsched.sim.metrics import gain_share  # noqa: E402
 from slurmsched.sim.policies import SIM_POLICIES, parse_policies  # noqa: E402
 from slurmsched.sim.report import render_table, write_report  # noqa: E402
 from slurmsched.sim.sizing import SizeRequest, size_cluster  # noqa: E402
-from slurmsched.sim.workload import load_trace  # noqa: E402
+from slurmsched.sim.workers import run_side_by_side  # noqa: E402
+from slurmsched.sim.workload import Workload, load_trace  # noqa: E402
 
 ITP = "itp-elasticflow-traces.tar.gz"
 #: name -> (file under the traces directory, format)
@@ -68,6 +82,61 @@ def figures(comparison: Comparison) -> dict[str, float | None]:
             "qssf_avg_jct_vs_fifo": round(qssf.metrics.avg_jct_s / fifo.metrics.avg_jct_s, 3)}
 
 
+@dataclass(frozen=True)
+class QssfAtInterval:
+    """``qssf`` alone on one workload at a given daemon cycle interval: the task that
+    :func:`run_side_by_side` runs once per interval (it pickles with the workload)."""
+
+    workload: Workload
+    cluster: ClusterSpec
+    note: str
+    config: Config
+
+    def __call__(self, interval_s: float, line: int | None) -> float:
+        """qssf's avg JCT in seconds with the daemon cycling every ``interval_s``."""
+        config = self.config.with_overrides("daemon", interval_s=interval_s).with_overrides("sim", workers=1)
+        return compare(self.workload, self.cluster, self.note, parse_policies("qssf", config), config).runs[0] \
+            .metrics.avg_jct_s
+
+
+def interval_figures(comparison: Comparison, task: QssfAtInterval, intervals: list[float],
+                     workers: int) -> dict[str, object]:
+    """qssf's share of the gain at each cycle interval (the comparison's own run reused),
+    against the comparison's FIFO and oracle-SJF runs, and the shares' spread."""
+    fifo, sjf, qssf = comparison.run("fifo"), comparison.run("sjf"), comparison.run("qssf")
+    assert fifo is not None and sjf is not None, "main() asks for both with --intervals"
+    known = {comparison.interval_s: qssf.metrics.avg_jct_s} if qssf is not None else {}
+    todo = [i for i in intervals if i not in known]
+    click.echo(f"qssf at {len(todo)} more cycle interval(s), {min(workers, len(todo)) or 1} at a time ...")
+    known.update(zip(todo, run_side_by_side(task, todo, workers)))
+    shares = {f"{i:g}": gain_share(fifo.metrics.avg_jct_s, sjf.metrics.avg_jct_s, known[i]) for i in intervals}
+    for key, share in shares.items():
+        click.echo(f"  cycle every {key} s: qssf avg JCT {known[float(key)]:.0f} s, "
+                   + ("no gain to share" if share is None else f"{share:.1%} of the gain"))
+    values = [v for v in shares.values() if v is not None]
+    if not values:
+        return {"qssf_gain_share_by_interval": shares}
+    spread = {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+              "min": min(values), "max": max(values)}
+    click.echo(f"  mean {spread['mean']:.1%}, sd {spread['sd'] * 100:.1f} points, min {spread['min']:.1%}, "
+               f"max {spread['max']:.1%}")
+    return {"qssf_gain_share_by_interval": {k: None if v is None else round(v, 3) for k, v in shares.items()},
+            **{f"qssf_gain_share_{k}": round(v, 3) for k, v in spread.items()}}
+
+
+def interval_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float]:
+    """``--intervals 45,50,55`` -> [45.0, 50.0, 55.0] (positive seconds, no repeats)."""
+    if not value:
+        return []
+    try:
+        intervals = [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of seconds") from None
+    if not intervals or any(not 0 < i < float("inf") for i in intervals):
+        raise click.BadParameter(f"{value!r}: every interval must be a positive number of seconds")
+    return list(dict.fromkeys(intervals))
+
+
 @click.command()
 @click.option("--trace", "names", default=",".join(TRACES), show_default=True,
               help="Comma-separated traces: " + ", ".join(TRACES) + ".")
@@ -75,16 +144,22 @@ def figures(comparison: Comparison) -> dict[str, float | None]:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("policy-tables"),
               show_default=True, help="Directory for each trace's report and plots.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Policies simulated at once, one process each.")
-def main(names: str, policy: str, out: Path, workers: int) -> None:
+              help="Simulations run at once, one process each.")
+@click.option("--intervals", callback=interval_list, metavar="S,S,...",
+              help="Also run qssf at each of these daemon cycle intervals (seconds) and report the spread "
+                   "of its share of the gain.")
+def main(names: str, policy: str, out: Path, workers: int, intervals: list[float]) -> None:
     """Compare the policies on the shared traces."""
     config = load_config(environ={}).with_overrides("sim", workers=workers)
     policies = parse_policies(policy, config)
+    if intervals and not {"fifo", "sjf"} <= {p.name for p in policies}:
+        raise click.BadParameter("--intervals needs fifo and sjf among the policies (the gain is measured "
+                                 "against them)", param_hint="--policy")
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in TRACES]
     if unknown:
         raise click.BadParameter(f"unknown trace {unknown[0]!r} (known: {', '.join(TRACES)})", param_hint="--trace")
-    results: dict[str, dict[str, float | None]] = {}
+    results: dict[str, dict[str, object]] = {}
     for name in wanted:
         file, fmt = TRACES[name]
         path = traces_dir() / file.split(":")[0]
@@ -100,7 +175,10 @@ def main(names: str, policy: str, out: Path, workers: int) -> None:
                    f"{time.perf_counter() - began:.0f} s")
         click.echo(render_table(comparison))
         write_report(comparison, out / name)
-        results[name] = figures(comparison)
+        results[name] = dict(figures(comparison))
+        if intervals:
+            task = QssfAtInterval(workload, cluster, note, config)
+            results[name].update(interval_figures(comparison, task, intervals, workers))
         click.echo(json.dumps({name: results[name]}))
     click.echo(json.dumps(results))
 

@@ -115,14 +115,13 @@ end
 
 -- The limit (minutes) Slurm gives a job submitted without -t: its partition's DefaultTime,
 -- else its MaxTime (of a job naming several partitions, the first one's, as slurmctld
--- sets it at submission); nil when neither is set (INFINITE) or the partition is not in
--- part_list (a name this user cannot use).
-local function partition_limit(job_desc, part_list)
-	local name, part = job_desc.partition, nil
-	if name == nil or name == "" then
-		part = select(2, default_partition(part_list))
-	elseif type(part_list) == "table" then
-		part = part_list[name:match("^[^,]*")]
+-- sets it at submission; of a job naming none, `default_part`'s, the default partition's
+-- record); nil when neither is set (INFINITE) or the partition is not in part_list (a
+-- name this user cannot use).
+local function partition_limit(job_desc, part_list, default_part)
+	local name, part = job_desc.partition, default_part
+	if name ~= nil and name ~= "" then
+		part = type(part_list) == "table" and part_list[name:match("^[^,]*")] or nil
 	end
 	if part == nil then return nil end
 	if set(part.default_time) then return part.default_time end
@@ -133,7 +132,8 @@ end
 local function site_factor(job_desc, part_list)
 	local c = load_cache()
 	if not c then return nil end
-	if listed(c.protect.partition, job_desc.partition, default_partition(part_list) or "")
+	local default_name, default_part = default_partition(part_list)
+	if listed(c.protect.partition, job_desc.partition, default_name or "")
 		or listed(c.protect.qos, job_desc.qos, nil) then
 		return nil
 	end
@@ -142,7 +142,7 @@ local function site_factor(job_desc, part_list)
 	local est = c.jobs[(job_desc.user_name or "") .. "\t" .. name]
 	if not est then return nil end
 	-- capped at the time limit, as the daemon caps it (squeue shows the partition's default)
-	local limit = set(job_desc.time_limit) and job_desc.time_limit or partition_limit(job_desc, part_list)
+	local limit = set(job_desc.time_limit) and job_desc.time_limit or partition_limit(job_desc, part_list, default_part)
 	if limit then
 		est = math.min(est, limit * 60)
 	end

@@ -94,7 +94,7 @@ class QssfAtInterval:
 
     def __call__(self, interval_s: float, line: int | None) -> float:
         """qssf's avg JCT in seconds with the daemon cycling every ``interval_s``."""
-        config = self.config.with_overrides("daemon", interval_s=interval_s).with_overrides("sim", workers=1)
+        config = self.config.with_overrides("daemon", interval_s=interval_s)  # one policy: run in this process
         return compare(self.workload, self.cluster, self.note, parse_policies("qssf", config), config).runs[0] \
             .metrics.avg_jct_s
 

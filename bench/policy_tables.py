@@ -109,18 +109,19 @@ def interval_figures(comparison: Comparison, task: QssfAtInterval, intervals: li
     todo = [i for i in intervals if i not in known]
     click.echo(f"qssf at {len(todo)} more cycle interval(s), {min(workers, len(todo)) or 1} at a time ...")
     known.update(zip(todo, run_side_by_side(task, todo, workers)))
-    shares = {f"{i:g}": gain_share(fifo.metrics.avg_jct_s, sjf.metrics.avg_jct_s, known[i]) for i in intervals}
-    for key, share in shares.items():
-        click.echo(f"  cycle every {key} s: qssf avg JCT {known[float(key)]:.0f} s, "
+    shares = {i: gain_share(fifo.metrics.avg_jct_s, sjf.metrics.avg_jct_s, known[i]) for i in intervals}
+    for interval, share in shares.items():
+        click.echo(f"  cycle every {interval:g} s: qssf avg JCT {known[interval]:.0f} s, "
                    + ("no gain to share" if share is None else f"{share:.1%} of the gain"))
+    by_interval = {f"{i:g}": None if v is None else round(v, 3) for i, v in shares.items()}
     values = [v for v in shares.values() if v is not None]
     if not values:
-        return {"qssf_gain_share_by_interval": shares}
+        return {"qssf_gain_share_by_interval": by_interval}
     spread = {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
               "min": min(values), "max": max(values)}
     click.echo(f"  mean {spread['mean']:.1%}, sd {spread['sd'] * 100:.1f} points, min {spread['min']:.1%}, "
                f"max {spread['max']:.1%}")
-    return {"qssf_gain_share_by_interval": {k: None if v is None else round(v, 3) for k, v in shares.items()},
+    return {"qssf_gain_share_by_interval": by_interval,
             **{f"qssf_gain_share_{k}": round(v, 3) for k, v in spread.items()}}
 
 

@@ -15,7 +15,9 @@ the daemon's cycle interval (``docs/simulator.md``). ``--intervals 45,50,...`` m
 how much: ``qssf`` runs again at each of these cycle intervals (the one of the
 comparison is reused), each against the comparison's FIFO and oracle-SJF runs, and
 the trace's figures add the share at each interval and their mean, standard
-deviation, minimum and maximum.
+deviation, minimum and maximum, and qssf's max wait and avg JCT over FIFO's at each
+interval (the worst max wait; the avg JCT ratios' mean and standard deviation), which
+also measure the spread where the oracle SJF gains nothing over FIFO (CTC-SP2).
 
 The traces are read in place from ``$SLURMSCHED_TRACES`` (default
 ``<repo>/../shared/traces``). Usage:
@@ -24,7 +26,10 @@ The traces are read in place from ``$SLURMSCHED_TRACES`` (default
 tables are the same); the last output line is ``{"<trace>": {"qssf_gain_share": ...,
 "qssf_max_wait_vs_fifo": ..., "qssf_avg_jct_vs_fifo": ...}, ...}``, with ``--intervals``
 also ``"qssf_gain_share_by_interval": {"45": ..., ...}``, ``"qssf_gain_share_mean"``,
-``"qssf_gain_share_sd"``, ``"qssf_gain_share_min"`` and ``"qssf_gain_share_max"``.
+``"qssf_gain_share_sd"``, ``"qssf_gain_share_min"`` and ``"qssf_gain_share_max"`` (where
+FIFO -> oracle SJF gains anything), and, at every trace, ``"qssf_max_wait_vs_fifo_by_interval"``,
+``"qssf_max_wait_vs_fifo_max"``, ``"qssf_avg_jct_vs_fifo_by_interval"``,
+``"qssf_avg_jct_vs_fifo_mean"`` and ``"qssf_avg_jct_vs_fifo_sd"``.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ sys.path.insert(0, str(REPO))
 from slurmsched.config import Config, load_config  # noqa: E402
 from slurmsched.sim.cluster import ClusterSpec  # noqa: E402
 from slurmsched.sim.experiment import Comparison, compare  # noqa: E402
-from slurmsched.sim.metrics import gain_share  # noqa: E402
+from slurmsched.sim.metrics import PolicyMetrics, gain_share  # noqa: E402
 from slurmsched.sim.policies import SIM_POLICIES, parse_policies  # noqa: E402
 from slurmsched.sim.report import render_table, write_report  # noqa: E402
 from slurmsched.sim.sizing import SizeRequest, size_cluster  # noqa: E402
@@ -71,15 +76,20 @@ def traces_dir() -> Path:
     return Path(os.environ.get("SLURMSCHED_TRACES") or REPO.parent / "shared" / "traces")
 
 
+def vs_fifo(qssf: PolicyMetrics, fifo: PolicyMetrics) -> tuple[float, float]:
+    """qssf's max wait and avg JCT over FIFO's, rounded to 3 decimals."""
+    return (round(qssf.max_wait_s / max(fifo.max_wait_s, 1e-9), 3), round(qssf.avg_jct_s / fifo.avg_jct_s, 3))
+
+
 def figures(comparison: Comparison) -> dict[str, float | None]:
     """qssf's share of the SJF gain, and its max wait and avg JCT over FIFO's."""
     fifo, qssf = comparison.run("fifo"), comparison.run("qssf")
     if fifo is None or qssf is None:
         return {}
     share = comparison.gain_share("qssf")
+    max_wait, avg_jct = vs_fifo(qssf.metrics, fifo.metrics)
     return {"qssf_gain_share": None if share is None else round(share, 3),
-            "qssf_max_wait_vs_fifo": round(qssf.metrics.max_wait_s / max(fifo.metrics.max_wait_s, 1e-9), 3),
-            "qssf_avg_jct_vs_fifo": round(qssf.metrics.avg_jct_s / fifo.metrics.avg_jct_s, 3)}
+            "qssf_max_wait_vs_fifo": max_wait, "qssf_avg_jct_vs_fifo": avg_jct}
 
 
 @dataclass(frozen=True)
@@ -92,37 +102,48 @@ class QssfAtInterval:
     note: str
     config: Config
 
-    def __call__(self, interval_s: float, line: int | None) -> float:
-        """qssf's avg JCT in seconds with the daemon cycling every ``interval_s``."""
+    def __call__(self, interval_s: float, line: int | None) -> PolicyMetrics:
+        """qssf's figures with the daemon cycling every ``interval_s``."""
         config = self.config.with_overrides("daemon", interval_s=interval_s)  # one policy: run in this process
         return compare(self.workload, self.cluster, self.note, parse_policies("qssf", config), config).runs[0] \
-            .metrics.avg_jct_s
+            .metrics
 
 
 def interval_figures(comparison: Comparison, task: QssfAtInterval, intervals: list[float],
                      workers: int) -> dict[str, object]:
-    """qssf's share of the gain at each cycle interval (the comparison's own run reused),
-    against the comparison's FIFO and oracle-SJF runs, and the shares' spread."""
+    """qssf's share of the gain, and its max wait and avg JCT over FIFO's, at each cycle
+    interval (the comparison's own run reused), against the comparison's FIFO and
+    oracle-SJF runs; the shares' spread, the ratios' mean and the worst max wait."""
     fifo, sjf, qssf = comparison.run("fifo"), comparison.run("sjf"), comparison.run("qssf")
     assert fifo is not None and sjf is not None, "main() asks for both with --intervals"
-    known = {comparison.interval_s: qssf.metrics.avg_jct_s} if qssf is not None else {}
+    known = {comparison.interval_s: qssf.metrics} if qssf is not None else {}
     todo = [i for i in intervals if i not in known]
     click.echo(f"qssf at {len(todo)} more cycle interval(s), {min(workers, len(todo)) or 1} at a time ...")
     known.update(zip(todo, run_side_by_side(task, todo, workers)))
-    shares = {i: gain_share(fifo.metrics.avg_jct_s, sjf.metrics.avg_jct_s, known[i]) for i in intervals}
+    shares = {i: gain_share(fifo.metrics.avg_jct_s, sjf.metrics.avg_jct_s, known[i].avg_jct_s) for i in intervals}
+    ratios = {i: vs_fifo(known[i], fifo.metrics) for i in intervals}
     for interval, share in shares.items():
-        click.echo(f"  cycle every {interval:g} s: qssf avg JCT {known[interval]:.0f} s, "
+        click.echo(f"  cycle every {interval:g} s: qssf avg JCT {known[interval].avg_jct_s:.0f} s"
+                   f" (x{ratios[interval][1]:.3f} FIFO's), max wait x{ratios[interval][0]:.2f} FIFO's, "
                    + ("no gain to share" if share is None else f"{share:.1%} of the gain"))
-    by_interval = {f"{i:g}": None if v is None else round(v, 3) for i, v in shares.items()}
+    jct_ratios = [r[1] for r in ratios.values()]
+    result: dict[str, object] = {
+        "qssf_max_wait_vs_fifo_by_interval": {f"{i:g}": r[0] for i, r in ratios.items()},
+        "qssf_max_wait_vs_fifo_max": max(r[0] for r in ratios.values()),
+        "qssf_avg_jct_vs_fifo_by_interval": {f"{i:g}": r[1] for i, r in ratios.items()},
+        "qssf_avg_jct_vs_fifo_mean": round(statistics.fmean(jct_ratios), 3),
+        "qssf_avg_jct_vs_fifo_sd": round(statistics.stdev(jct_ratios), 3) if len(jct_ratios) > 1 else 0.0,
+        "qssf_gain_share_by_interval": {f"{i:g}": None if v is None else round(v, 3) for i, v in shares.items()}}
+    click.echo(f"  avg JCT x{result['qssf_avg_jct_vs_fifo_mean']:.3f} FIFO's on average (sd"
+               f" {result['qssf_avg_jct_vs_fifo_sd']:.3f}), max wait at most x{result['qssf_max_wait_vs_fifo_max']:.2f}")
     values = [v for v in shares.values() if v is not None]
     if not values:
-        return {"qssf_gain_share_by_interval": by_interval}
+        return result
     spread = {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
               "min": min(values), "max": max(values)}
     click.echo(f"  mean {spread['mean']:.1%}, sd {spread['sd'] * 100:.1f} points, min {spread['min']:.1%}, "
                f"max {spread['max']:.1%}")
-    return {"qssf_gain_share_by_interval": by_interval,
-            **{f"qssf_gain_share_{k}": round(v, 3) for k, v in spread.items()}}
+    return {**result, **{f"qssf_gain_share_{k}": round(v, 3) for k, v in spread.items()}}
 
 
 def interval_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float]:

@@ -43,6 +43,7 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
+from typing import NamedTuple  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import click  # noqa: E402
@@ -76,9 +77,22 @@ def traces_dir() -> Path:
     return Path(os.environ.get("SLURMSCHED_TRACES") or REPO.parent / "shared" / "traces")
 
 
-def vs_fifo(qssf: PolicyMetrics, fifo: PolicyMetrics) -> tuple[float, float]:
+class VsFifo(NamedTuple):
     """qssf's max wait and avg JCT over FIFO's, rounded to 3 decimals."""
-    return (round(qssf.max_wait_s / max(fifo.max_wait_s, 1e-9), 3), round(qssf.avg_jct_s / fifo.avg_jct_s, 3))
+
+    max_wait: float
+    avg_jct: float
+
+
+def vs_fifo(qssf: PolicyMetrics, fifo: PolicyMetrics) -> VsFifo:
+    """qssf's figures over FIFO's."""
+    return VsFifo(round(qssf.max_wait_s / max(fifo.max_wait_s, 1e-9), 3), round(qssf.avg_jct_s / fifo.avg_jct_s, 3))
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """The values' mean, standard deviation (0 for one value), minimum and maximum."""
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values)}
 
 
 def figures(comparison: Comparison) -> dict[str, float | None]:
@@ -87,9 +101,9 @@ def figures(comparison: Comparison) -> dict[str, float | None]:
     if fifo is None or qssf is None:
         return {}
     share = comparison.gain_share("qssf")
-    max_wait, avg_jct = vs_fifo(qssf.metrics, fifo.metrics)
+    ratio = vs_fifo(qssf.metrics, fifo.metrics)
     return {"qssf_gain_share": None if share is None else round(share, 3),
-            "qssf_max_wait_vs_fifo": max_wait, "qssf_avg_jct_vs_fifo": avg_jct}
+            "qssf_max_wait_vs_fifo": ratio.max_wait, "qssf_avg_jct_vs_fifo": ratio.avg_jct}
 
 
 @dataclass(frozen=True)
@@ -124,26 +138,24 @@ def interval_figures(comparison: Comparison, task: QssfAtInterval, intervals: li
     ratios = {i: vs_fifo(known[i], fifo.metrics) for i in intervals}
     for interval, share in shares.items():
         click.echo(f"  cycle every {interval:g} s: qssf avg JCT {known[interval].avg_jct_s:.0f} s"
-                   f" (x{ratios[interval][1]:.3f} FIFO's), max wait x{ratios[interval][0]:.2f} FIFO's, "
+                   f" (x{ratios[interval].avg_jct:.3f} FIFO's), max wait x{ratios[interval].max_wait:.2f} FIFO's, "
                    + ("no gain to share" if share is None else f"{share:.1%} of the gain"))
-    jct_ratios = [r[1] for r in ratios.values()]
+    jct = spread([r.avg_jct for r in ratios.values()])
+    worst = spread([r.max_wait for r in ratios.values()])["max"]
+    click.echo(f"  avg JCT x{jct['mean']:.3f} FIFO's on average (sd {jct['sd']:.3f}), max wait at most x{worst:.2f}")
     result: dict[str, object] = {
-        "qssf_max_wait_vs_fifo_by_interval": {f"{i:g}": r[0] for i, r in ratios.items()},
-        "qssf_max_wait_vs_fifo_max": max(r[0] for r in ratios.values()),
-        "qssf_avg_jct_vs_fifo_by_interval": {f"{i:g}": r[1] for i, r in ratios.items()},
-        "qssf_avg_jct_vs_fifo_mean": round(statistics.fmean(jct_ratios), 3),
-        "qssf_avg_jct_vs_fifo_sd": round(statistics.stdev(jct_ratios), 3) if len(jct_ratios) > 1 else 0.0,
+        "qssf_max_wait_vs_fifo_by_interval": {f"{i:g}": r.max_wait for i, r in ratios.items()},
+        "qssf_max_wait_vs_fifo_max": worst,
+        "qssf_avg_jct_vs_fifo_by_interval": {f"{i:g}": r.avg_jct for i, r in ratios.items()},
+        "qssf_avg_jct_vs_fifo_mean": round(jct["mean"], 3), "qssf_avg_jct_vs_fifo_sd": round(jct["sd"], 3),
         "qssf_gain_share_by_interval": {f"{i:g}": None if v is None else round(v, 3) for i, v in shares.items()}}
-    click.echo(f"  avg JCT x{result['qssf_avg_jct_vs_fifo_mean']:.3f} FIFO's on average (sd"
-               f" {result['qssf_avg_jct_vs_fifo_sd']:.3f}), max wait at most x{result['qssf_max_wait_vs_fifo_max']:.2f}")
     values = [v for v in shares.values() if v is not None]
     if not values:
         return result
-    spread = {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-              "min": min(values), "max": max(values)}
-    click.echo(f"  mean {spread['mean']:.1%}, sd {spread['sd'] * 100:.1f} points, min {spread['min']:.1%}, "
-               f"max {spread['max']:.1%}")
-    return {**result, **{f"qssf_gain_share_{k}": round(v, 3) for k, v in spread.items()}}
+    shared = spread(values)
+    click.echo(f"  mean {shared['mean']:.1%}, sd {shared['sd'] * 100:.1f} points, min {shared['min']:.1%}, "
+               f"max {shared['max']:.1%}")
+    return {**result, **{f"qssf_gain_share_{k}": round(v, 3) for k, v in shared.items()}}
 
 
 def interval_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[float]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import sys
 from typing import Any, Sequence
 
 import click
@@ -15,6 +17,8 @@ from slurmsched.gateway.argv import format_duration
 from slurmsched.model import ClusterSnapshot, JobRecord, NodeRecord
 
 _NAME_WIDTH = 24
+#: Fewest terminal columns the job table's user, name and reason keep on a narrow terminal.
+_NARROWEST = 8
 
 
 def _printable(text: str, width: int) -> str:
@@ -39,13 +43,30 @@ def _node_gpus(node: NodeRecord) -> str:
     return " ".join(f"{t or 'gpu'} {node.gpus_used(t or None)}/{node.gpus(t or None)}" for t in types)
 
 
-def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]], width: int | None = None,
+           narrowest: dict[int, int] | None = None) -> list[str]:
+    """Rows as aligned lines; with ``width``, the columns in ``narrowest`` (index: fewest
+    columns kept) give up columns, the widest first, until a line fits in ``width``
+    (cut cells end in ``~``) or each is down to its least."""
     widths = [max(columns(row[i]) for row in rows) for i in range(len(rows[0]))]
+    over = sum(widths) + 2 * (len(widths) - 1) - (width or 0)
+    slack = {i: widths[i] - least for i, least in (narrowest or {}).items()} if width else {}
+    while over > 0 and slack:
+        i = max(slack, key=slack.__getitem__)
+        if slack[i] <= 0:
+            break
+        widths[i] -= 1
+        slack[i] -= 1
+        over -= 1
     return ["  ".join(fit(cell, w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
-def render_snapshot(snap: ClusterSnapshot) -> list[str]:
-    """The human view of a snapshot: a job table (pending first) and a node table."""
+def render_snapshot(snap: ClusterSnapshot, width: int | None = None) -> list[str]:
+    """The human view of a snapshot: a job table (pending first) and a node table.
+
+    With ``width`` (a terminal's), the job table's user, name and reason columns are cut
+    (down to :data:`_NARROWEST` columns each) so its lines fit in it where they can.
+    """
     jobs = sorted(snap.jobs, key=lambda j: (j.state.value != "PENDING", -(j.priority or 0), j.job_id))
     rows = [("JOBID", "USER", "NAME", "STATE", "PARTITION", "GPUS", "TIME_LIMIT", "SITEFACTOR", "PRIORITY",
              "REASON")]
@@ -56,7 +77,7 @@ def render_snapshot(snap: ClusterSnapshot) -> list[str]:
                      "-" if job.site_factor is None else str(job.site_factor),
                      "-" if job.priority is None else str(job.priority), _printable(job.reason, 30)))
     lines = [f"cluster {snap.cluster or '?'}: {len(snap.pending)} pending, {len(snap.running)} running"]
-    lines += _table(rows)
+    lines += _table(rows, width, {1: _NARROWEST, 2: _NARROWEST, 9: _NARROWEST})
     node_rows = [("NODE", "STATE", "PARTITIONS", "CPUS(A/T)", "GPUS(USED/TOTAL)")]
     for node in snap.nodes:
         node_rows.append((node.name, "+".join(node.state), ",".join(node.partitions),
@@ -87,13 +108,15 @@ def queue(ctx: click.Context, as_json: bool) -> None:
     """Show pending and running jobs (with SiteFactor) and nodes (with GPU use).
 
     Reads the cluster once through the configured gateway (``squeue``/``sinfo --json``,
-    ``sprio``, ``scontrol show config`` for the CLI backend); changes nothing.
+    ``sprio``, ``scontrol show config`` for the CLI backend); changes nothing. On a
+    terminal the job table's user, name and reason are cut to fit its width.
     """
     snap = make_gateway(get_config(ctx)).snapshot()
     if as_json:
         click.echo(json.dumps(snapshot_document(snap), indent=1))  # ASCII: readable whatever the locale
         return
-    for line in render_snapshot(snap):
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    for line in render_snapshot(snap, width):
         click.echo(line)
 
 

@@ -21,3 +21,16 @@ def test_queue_columns_line_up_with_wide_names():
     table = [line for line in render_snapshot(ClusterSnapshot(0.0, "c", (wide, plain), ())) if " PENDING" in line]
     assert len(table) == 2 and len({columns(line.split(" PENDING")[0]) for line in table}) == 1
     assert columns(fit("ユニコード名前", 6)) == 6 and fit("ユニコード名前", 6) == "ユニ~ "
+
+
+def test_queue_fits_a_terminal_by_cutting_user_name_and_reason():
+    """On a narrow terminal the free-text columns give up room, widest first, down to 8 columns each."""
+    job = JobRecord(job_id=7, user="a-rather-long-user", name="n" * 40, submit_time=0.0, state=JobState.PENDING,
+                    gpus=2, time_limit_s=3600, reason="ReqNodeNotAvail, UnavailableNodes:gpu[01-12]")
+    snap = ClusterSnapshot(0.0, "c", (job,), ())
+    full = [line for line in render_snapshot(snap) if line.startswith(("JOBID", "7 "))]
+    fitted = [line for line in render_snapshot(snap, 100) if line.startswith(("JOBID", "7 "))]
+    assert max(map(columns, full)) > 120 and max(map(columns, fitted)) <= 100
+    assert "a-rather~" in fitted[1] and "nnnnnnnnn~" in fitted[1] and fitted[1].endswith("ReqNodeNo~")
+    tiny = [line for line in render_snapshot(snap, 20) if line.startswith("7 ")]
+    assert "a-rathe~" in tiny[0] and "gpu[01-12]" not in tiny[0]  # never below 8 columns: wider than 20

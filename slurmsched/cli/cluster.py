@@ -46,8 +46,8 @@ def _node_gpus(node: NodeRecord) -> str:
 def _table(rows: Sequence[tuple[str, ...]], width: int | None = None,
            narrowest: dict[int, int] | None = None) -> list[str]:
     """Rows as aligned lines; with ``width``, the columns in ``narrowest`` (index: fewest
-    columns kept) give up columns, the widest first, until a line fits in ``width``
-    (cut cells end in ``~``) or each is down to its least."""
+    columns kept) give up one column at a time, the one with the most to spare first,
+    until a line fits in ``width`` (cut cells end in ``~``) or each is down to its least."""
     widths = [max(columns(row[i]) for row in rows) for i in range(len(rows[0]))]
     over = sum(widths) + 2 * (len(widths) - 1) - (width or 0)
     slack = {i: widths[i] - least for i, least in (narrowest or {}).items()} if width else {}

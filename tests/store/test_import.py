@@ -284,7 +284,8 @@ def test_sigint_to_the_command_says_how_much_was_imported(tmp_path: Path) -> Non
     proc = subprocess.Popen([sys.executable, "-m", "slurmsched", "--config", os.devnull, "history", "import",
                              "--trace", str(swf.path), "--format", "swf", "--batch-size", "1000",
                              "--db", f"sqlite:///{db}"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            preexec_fn=_interruptible)
     try:
         deadline = time.monotonic() + 60
         while _stored(db) == 0 and time.monotonic() < deadline and proc.poll() is None:
@@ -300,6 +301,13 @@ def test_sigint_to_the_command_says_how_much_was_imported(tmp_path: Path) -> Non
     assert int(match[1]) == _stored(db) == 1000 * int(match[2]) > 0
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def _interruptible() -> None:
+    """In the child before exec: SIGINT back to its default. Tests run from a background
+    job (``nohup``, ``&`` in a script) inherit it ignored, and Python then installs no
+    KeyboardInterrupt handler, so the command would never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stored(db: Path) -> int:

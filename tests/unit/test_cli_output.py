@@ -24,7 +24,7 @@ def test_queue_columns_line_up_with_wide_names():
 
 
 def test_queue_fits_a_terminal_by_cutting_user_name_and_reason():
-    """On a narrow terminal the free-text columns give up room, widest first, down to 8 columns each."""
+    """On a narrow terminal the free-text columns give up room, the one with the most to spare first, down to 8 each."""
     job = JobRecord(job_id=7, user="a-rather-long-user", name="n" * 40, submit_time=0.0, state=JobState.PENDING,
                     gpus=2, time_limit_s=3600, reason="ReqNodeNotAvail, UnavailableNodes:gpu[01-12]")
     snap = ClusterSnapshot(0.0, "c", (job,), ())

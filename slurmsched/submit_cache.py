@@ -194,7 +194,8 @@ class CacheFile:
 
 
 def write_submit_cache(path: str | os.PathLike[str], cache: SubmitCache) -> None:
-    """Atomically replace the cache file at ``path`` (mode 0644).
+    """Atomically replace the cache file at ``path`` (mode 0640: the daemon's user, which
+    slurmctld runs as, and its group; it names users and their jobs, so not others).
 
     Raises:
         StoreError: the directory does not exist or is not writable.
@@ -209,7 +210,7 @@ def write_submit_cache(path: str | os.PathLike[str], cache: SubmitCache) -> None
             handle.write(render(cache))
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o640)
         os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -51,7 +51,7 @@ def test_render_exact_format_and_round_trip(tmp_path):
     path = tmp_path / "c"
     write_submit_cache(path, cache)
     assert read_submit_cache(path) == cache
-    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
+    assert oct(os.stat(path).st_mode & 0o777) == "0o640"
 
 
 def test_names_with_tabs_or_newlines_are_left_out(tmp_path):

@@ -33,7 +33,7 @@ from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, 
                               SchedulerConfig, SetFeatures, SetSiteFactor, SetSwitches)
 from slurmsched.engine.tracker import QueueChanges, QueueTracker, Tracked
 from slurmsched.planner import Plan, Planner, describe
-from slurmsched.planner.plan import SITE_FACTOR, SWITCHES, Step
+from slurmsched.planner.plan import SITE_FACTOR, SWITCHES, Step, undo_reason
 from slurmsched.policy.base import Policy, Ranking
 from slurmsched.predict.protocol import Predictor
 from slurmsched.store.protocol import AppliedChange, CycleKind, JobRepository
@@ -308,7 +308,7 @@ class Engine:
             self._pinned.discard(job_id)
         unsettled = tracker.unsettled
         switches_on, widens = tuner.tunes_switches(snapshot.config), tuner.widens
-        eligible, site_factor_step = planner.eligible, planner.site_factor_step
+        eligible, site_factor_step, release_step = planner.eligible, planner.site_factor_step, planner.release_step
         keep, send, adopt, settle, hold = Step.KEEP, Step.SEND, Step.ADOPT, Step.SETTLE, Step.HOLD
         for tracked in changes.replan:
             job = tracked.job
@@ -316,6 +316,13 @@ class Engine:
             unsettled.discard(job_id)
             if not eligible(job):
                 self._pinned.discard(job_id)
+                step, value, current = release_step(job, applied.get((job_id, SITE_FACTOR)), scale)
+                if step is send:
+                    ranked.append((tracked, SetSiteFactor(job_id, value, current,
+                                                          undo_reason(self.policy.name, True))))
+                    unsettled.add(job_id)
+                elif step is settle:
+                    settled.append((job_id, SITE_FACTOR))
                 continue
             step, value, current = site_factor_step(job, tracked.score, reorders, applied.get((job_id, SITE_FACTOR)),
                                                     scale)
@@ -348,9 +355,12 @@ class Engine:
         return Plan(tuple(chosen), tuple(adopted), tuple(settled), held, len(ranked) - len(chosen), rpcs)
 
     def _with_reason(self, action: SetSiteFactor, now: float) -> SetSiteFactor:
-        """The action with the policy's reason (only built for actions actually sent)."""
+        """The action with the policy's reason (only built for actions actually sent; one
+        that restores a protected job's value has its reason already)."""
+        if action.reason:
+            return action
         reason = (self._tracker.explain(self._tracker.jobs[action.job_id], now) if self.policy.reorders
-                  else f"{self.policy.name}: undo slurmsched's SiteFactor")
+                  else undo_reason(self.policy.name, False))
         return SetSiteFactor(action.job_id, action.value, action.previous, reason)
 
     def _stale_records(self) -> list[_Key]:

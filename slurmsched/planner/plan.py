@@ -5,7 +5,10 @@ Each pending job's SiteFactor is a function of its *own* score (see
 other job's value and an unchanged queue plans nothing. Guard rails:
 
 * protected partitions/QOS (``[planner]``) are never touched, nor held jobs
-  (priority 0);
+  (priority 0); a job slurmsched changed before it was protected (the setting is new, or
+  the job moved there) gets its original SiteFactor back;
+* a value set outside slurmsched since slurmsched set its own (an admin's ``scontrol
+  update``) is left as it is, as ``revert`` leaves it;
 * hysteresis: a job keeps its level until its score is ``hysteresis_levels`` past it;
 * at most ``max_rpcs_per_cycle`` ``scontrol update`` calls per cycle, most urgent
   (best-ranked) jobs first; the rest waits for the next cycle;
@@ -37,6 +40,12 @@ SWITCHES = SetSwitches.__name__
 def submit_stamp(value: int) -> str:
     """What ``job_submit.lua`` writes into the ``AdminComment`` of a job it gives ``value``."""
     return f"slurmsched:site_factor={value}"
+
+
+def undo_reason(policy: str, protected: bool) -> str:
+    """The reason recorded for restoring a job's original SiteFactor: its partition or QOS
+    is protected now, or ``policy`` does not reorder."""
+    return f"{'protected partition or QOS' if protected else policy}: undo slurmsched's SiteFactor"
 
 
 def valued_at_submit(job: JobRecord) -> bool:
@@ -121,10 +130,23 @@ class Planner:
 
     def eligible(self, job: JobRecord) -> bool:
         """False for jobs slurmsched must not touch: protected partition or QOS, or held (priority 0)."""
-        if job.priority == 0 or job.qos in self._protected_qos:
-            return False
-        return not (self._protected_partitions and any(
-            p in self._protected_partitions for p in job.partition.split(",")))
+        return job.priority != 0 and not self.protected(job)
+
+    def protected(self, job: JobRecord) -> bool:
+        """True for a job in a protected partition (any of those it names) or QOS."""
+        if job.qos in self._protected_qos:
+            return True
+        return bool(self._protected_partitions) and any(
+            p in self._protected_partitions for p in job.partition.split(","))
+
+    def release_step(self, job: JobRecord, record: AppliedChange | None,
+                     scale: SiteFactorScale) -> tuple[Step, int, int]:
+        """:meth:`site_factor_step` for a job that is not :meth:`eligible`: a protected job
+        slurmsched changed before gets its original value back (SEND), as under a policy
+        that does not reorder; a held job, or one never changed, is left alone (KEEP)."""
+        if record is None or job.priority == 0:
+            return Step.KEEP, 0, 0
+        return self.site_factor_step(job, 0.0, False, record, scale)
 
     def site_factor_step(self, job: JobRecord, score: float, reorders: bool, record: AppliedChange | None,
                          scale: SiteFactorScale) -> tuple[Step, int, int]:
@@ -134,10 +156,17 @@ class Planner:
         job's SiteFactor now (from ``sprio``, else slurmsched's record). A job that
         ``sprio`` does not list (its begin time is ahead) and that slurmsched never
         changed is left alone (KEEP): its value is unknown, and a change would record a
-        wrong original for ``revert``; it is planned once ``sprio`` lists it.
+        wrong original for ``revert``; it is planned once ``sprio`` lists it. So is a job
+        that holds a value that is neither slurmsched's last one, nor the original, nor
+        one of ``scale``'s levels: somebody set it since (``scontrol update``), and that
+        value stands, as ``revert`` lets it stand. (A level value is taken for an update
+        of slurmsched's that failed, and is planned again.)
         """
         if job.site_factor is not None:
             current = job.site_factor
+            if (record is not None and str(current) not in (record.current, original_text(record))
+                    and scale.level_of_value(current) is None):
+                return Step.KEEP, current, current
         elif record is not None:
             current = int(record.current)
         else:
@@ -184,14 +213,19 @@ class Planner:
         held = 0
         for score in ranking.scores:
             job = pending.get(score.job_id)
-            if job is None or not self.eligible(job):
+            if job is None:
                 continue
-            eligible.append(job)
+            record = applied.get((job.job_id, SITE_FACTOR))
+            if self.eligible(job):
+                eligible.append(job)
+                step, value, current = self.site_factor_step(job, score.score, ranking.reorders, record, scale)
+                undo = not ranking.reorders
+            else:
+                step, value, current = self.release_step(job, record, scale)
+                undo = True
             rank_of[job.job_id] = score.rank
-            step, value, current = self.site_factor_step(
-                job, score.score, ranking.reorders, applied.get((job.job_id, SITE_FACTOR)), scale)
             if step is Step.SEND:
-                reason = score.reason if ranking.reorders else f"{ranking.policy}: undo slurmsched's SiteFactor"
+                reason = undo_reason(ranking.policy, self.protected(job)) if undo else score.reason
                 ranked.append((score.rank, SetSiteFactor(job.job_id, value, current, reason)))
             elif step is Step.ADOPT:
                 adopted.append(SetSiteFactor(job.job_id, value, 0, score.reason))

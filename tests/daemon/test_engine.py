@@ -172,6 +172,36 @@ def test_fifo_engine_only_restores_what_qssf_set() -> None:
     assert fifo.run_cycle(START + 0.3 * HOUR).plan.actions == ()
 
 
+def test_a_value_set_by_hand_stands_through_aging_ticks_and_revert() -> None:
+    world = World()
+    mine, other = world.submit(1, limit_h=1), world.submit(2, limit_h=4)
+    world.cycle(0.5)
+    by_hand = site_factors(world)[mine.job_id] + 1  # not one of slurmsched's levels
+    world.slurm.apply([SetSiteFactor(mine.job_id, by_hand)])  # an admin's scontrol update
+    tick = world.cycle(4.0)  # two halving ticks: the other job moves up
+    assert [a.job_id for a in tick.plan.actions] == [other.job_id]
+    assert site_factors(world)[mine.job_id] == by_hand
+    world.repository.set_paused(True)
+    revert = revert_all(world.slurm, world.repository)
+    assert revert.reverted == 1 and len(revert.left) == 1
+    assert site_factors(world) == {mine.job_id: by_hand, other.job_id: 0}
+
+
+def test_protecting_a_partition_gives_its_jobs_back_their_original_values() -> None:
+    world = World()
+    for gpus, limit in [(1, 1), (2, 4)]:
+        world.submit(gpus, limit_h=limit)
+    world.cycle(0.1)
+    assert all(site_factors(world).values())
+    protected = Planner(dataclasses.replace(Config(), planner=PlannerSection(protected_partitions=("batch",))))
+    engine = Engine(world.slurm, world.repository, world.predictor, world.policy, protected)
+    report = engine.run_cycle(START + 0.2 * HOUR)
+    assert {(a.value, a.reason) for a in report.plan.actions} == {
+        (0, "protected partition or QOS: undo slurmsched's SiteFactor")}
+    assert set(site_factors(world).values()) == {0} and world.repository.applied_changes() == []
+    assert engine.run_cycle(START + 4 * HOUR).plan.actions == ()
+
+
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_dry_run_and_pause_leave_slurm_alone(dry_run: bool) -> None:
     world = World()

@@ -143,6 +143,42 @@ def test_protected_partitions_qos_and_held_jobs_are_never_touched() -> None:
     assert [a.job_id for a in plan.actions] == [5]
 
 
+def test_a_job_slurmsched_changed_before_it_was_protected_gets_its_original_back() -> None:
+    """A new protected_* setting, or a job moved into a protected partition or QOS: the
+    value slurmsched set is undone; a held job and an untouched one stay as they are."""
+    planner = Planner(config(protected_partitions=("urgent",), protected_qos=("vip",)))
+    level = planner.scale(WEIGHTS).site_factor(HOUR)
+    jobs = [job(1, partition="gpu,urgent", site_factor=level), job(2, qos="vip", site_factor=level),
+            job(3, qos="vip", site_factor=level, priority=0), job(4, qos="vip", site_factor=level),
+            job(5, partition="urgent", site_factor=7)]
+    applied = {(i, "SetSiteFactor"): AppliedChange(i, "SetSiteFactor", "7" if i == 5 else "0", str(level))
+               for i in (1, 2, 3, 5)}
+    plan = plan_for(planner, jobs, {i: 1.0 for i in range(1, 6)}, applied)
+    reason = "protected partition or QOS: undo slurmsched's SiteFactor"
+    assert plan.actions == (SetSiteFactor(1, 0, level, reason), SetSiteFactor(2, 0, level, reason))
+    assert plan.settled == ((5, "SetSiteFactor"),)
+
+
+def test_a_value_set_by_hand_since_stands_and_a_failed_level_change_is_sent_again() -> None:
+    """An admin's ``scontrol update SiteFactor=`` after slurmsched's is left as it is (revert
+    leaves it too); a level value other than the recorded one is an update that failed."""
+    planner = Planner(config())
+    scale = planner.scale(WEIGHTS)
+    target, other = scale.site_factor(HOUR), scale.site_factor(100 * HOUR)
+    by_hand = target + 1  # not a level value
+    assert scale.level_of_value(by_hand) is None
+    jobs = [job(1, site_factor=by_hand), job(2, site_factor=other), job(3, site_factor=0)]
+    recorded = {i: AppliedChange(i, "SetSiteFactor", "0", str(target if i == 3 else other + scale.step))
+                for i in (1, 2, 3)}
+    recorded[1] = AppliedChange(1, "SetSiteFactor", "0", str(other))
+    applied = {(i, "SetSiteFactor"): c for i, c in recorded.items()}
+    plan = plan_for(planner, jobs, {1: 1.0, 2: 1.0, 3: 1.0}, applied)
+    assert {a.job_id: (a.previous, a.value) for a in plan.actions} == {2: (other, target), 3: (0, target)}
+    fifo = plan_for(planner, jobs, {}, applied, policy="fifo")
+    assert {a.job_id: (a.previous, a.value) for a in fifo.actions} == {2: (other, 0)}
+    assert fifo.settled == ((3, "SetSiteFactor"),)
+
+
 def test_fifo_only_restores_values_slurmsched_set() -> None:
     planner = Planner(Config())
     jobs = [job(1, site_factor=5000), job(2, site_factor=777), job(3, site_factor=0)]

@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from types import FrameType
-from typing import Callable, Sequence, cast
+from typing import Callable, Collection, Sequence, cast
 
 from slurmsched.config import Config
 from slurmsched.engine import Clock, CycleReport, Engine, SystemClock
@@ -445,19 +445,23 @@ class RevertPlan:
     unmade: tuple[AppliedChange, ...] = ()
 
 
-def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange]) -> RevertPlan:
+def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
+                restored: Collection[int] = ()) -> RevertPlan:
     """The actions that restore every pending job slurmsched changed, as of ``snapshot``.
 
     Covers the ``changes`` the repository recorded whose job still holds slurmsched's
     value where the queue shows it (:func:`~slurmsched.planner.changes.live_text`; a
     value changed since is left alone), and SiteFactor values that ``job_submit.lua`` set
     at submit time but no cycle has adopted yet (a pending job that slurmsched has no
-    record of and whose ``AdminComment`` is the script's stamp of the value it holds).
+    record of and whose ``AdminComment`` is the script's stamp of the value it holds; of
+    a job ``sprio`` does not list, held or deferred since, the stamp alone, as a change
+    recorded for such a job is restored unseen, unless it is among ``restored``: an earlier
+    pass of the same revert restored it, and the stamp stays).
     Pure: reads nothing, sends nothing.
     """
     from slurmsched.planner import revert_action
     from slurmsched.planner.changes import live_text, original_text
-    from slurmsched.planner.plan import valued_at_submit
+    from slurmsched.planner.plan import stamped_value, valued_at_submit
 
     pending = {j.job_id: j for j in snapshot.pending}
     recorded = {c.job_id for c in changes if c.kind == SetSiteFactor.__name__}
@@ -475,8 +479,13 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange]) -> 
             unmade.append(change)
         else:
             left.append((change, live))
-    actions += [SetSiteFactor(j.job_id, 0, j.site_factor, "revert: SiteFactor set at submit by job_submit.lua")
-                for j in pending.values() if j.job_id not in recorded and j.site_factor and valued_at_submit(j)]
+    for j in pending.values():
+        if j.job_id in recorded or j.job_id in restored:
+            continue
+        # a job sprio does not list (held, or its begin time ahead since submit): the stamp tells
+        stamped = stamped_value(j) if j.site_factor is None else j.site_factor if valued_at_submit(j) else None
+        if stamped:
+            actions.append(SetSiteFactor(j.job_id, 0, stamped, "revert: SiteFactor set at submit by job_submit.lua"))
     return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in pending), tuple(left),
                       tuple(unmade))
 
@@ -506,7 +515,7 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository,
         snapshot = gateway.snapshot()
         pending = {j.job_id for j in snapshot.pending}
         failures = {key: text for key, text in failures.items() if key[0] in pending}
-        plan = plan_revert(snapshot, repository.applied_changes())
+        plan = plan_revert(snapshot, repository.applied_changes(), jobs)
         if not (plan.actions or plan.gone or plan.left or plan.unmade):
             break
         outcomes = gateway.apply(plan.actions) if plan.actions else []

@@ -11,6 +11,9 @@ partitions and QOS the daemon protects (listed in the cache) are left alone, as 
 daemon leaves them; so is a job that names no QOS while some QOS is protected (its
 default QOS is its association's, not visible here), and one that names no partition
 while the default partition (flagged in the part_list slurmctld passes) is protected.
+A held job (-H) and one whose --begin is ahead are left alone too: sprio does not list
+them, so neither the daemon nor `slurmsched revert` could read their value back; the
+daemon values them once sprio lists them.
 
 Cache location: "slurmsched-submit.cache" in this script's own directory (normally
 beside slurm.conf); make it a symlink to the daemon's file (daemon.submit_cache).
@@ -130,6 +133,9 @@ local function partition_limit(job_desc, part_list, default_part)
 end
 
 local function site_factor(job_desc, part_list)
+	if job_desc.priority == 0 or (set(job_desc.begin_time) and job_desc.begin_time > os.time()) then
+		return nil
+	end
 	local c = load_cache()
 	if not c then return nil end
 	local default_name, default_part = default_partition(part_list)

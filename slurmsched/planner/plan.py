@@ -48,10 +48,21 @@ def undo_reason(policy: str, protected: bool) -> str:
     return f"{'protected partition or QOS' if protected else policy}: undo slurmsched's SiteFactor"
 
 
+def stamped_value(job: JobRecord) -> int | None:
+    """The SiteFactor ``job_submit.lua`` gave the job at submit, from the stamp in its
+    ``AdminComment``; ``None`` when it carries no stamp."""
+    prefix = submit_stamp(0)[:-1]
+    text = job.admin_comment or ""
+    if not text.startswith(prefix):
+        return None
+    digits = text[len(prefix):]
+    return int(digits) if digits.isascii() and digits.isdigit() else None
+
+
 def valued_at_submit(job: JobRecord) -> bool:
     """True when ``job_submit.lua`` gave the job the SiteFactor it holds: its ``AdminComment``
     is the script's stamp of that value (a level value alone might be an admin's)."""
-    return job.site_factor is not None and job.admin_comment == submit_stamp(job.site_factor)
+    return job.site_factor is not None and stamped_value(job) == job.site_factor
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import re
 import time
 
 import pytest
+from polling import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -45,6 +46,25 @@ def test_revert_restores_every_job_and_reports_the_count(daemon_env, busy, lua_c
     status = daemon_env.cli("status").stdout
     rows = re.findall(r"^ +\d+ \d{4}-\S+ \S+ +\S+ +\d+ +\d+ +(\d+) +\d+  (\S+)$", status, re.M)
     assert rows == [("0", "paused"), ("3", "revert"), ("2", "live")], status
+
+
+def test_revert_restores_a_value_job_submit_lua_gave_a_job_held_since(daemon_env, busy, lua_cache):
+    """sprio does not list a held job: the script's stamp names the value to undo."""
+    daemon_env.write(submit_cache=str(lua_cache))
+    daemon_env.seed_history("short", [60, 70, 50])
+    daemon_env.daemon().cycle(time.time())  # writes the cache
+    job = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    valued = daemon_env.site_factors([job])[job]
+    assert valued > 0
+    busy.cluster.run("scontrol", "hold", str(job))
+    assert daemon_env.site_factors([job]) == {job: None}
+    result = daemon_env.cli("revert")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("reverted 1 changes on 1 pending jobs (1 SetSiteFactor)"), result.stdout
+    busy.cluster.run("scontrol", "release", str(job))
+    assert wait_until("sprio to list the released job", lambda: daemon_env.site_factors([job])[job] is not None,
+                      timeout=60)
+    assert daemon_env.site_factors([job]) == {job: 0}
 
 
 def test_revert_drops_records_of_jobs_that_left_the_queue(daemon_env, busy):
@@ -91,10 +111,13 @@ def test_revert_with_slurm_unreachable_says_it_paused_and_restored_nothing(daemo
 def test_revert_leaves_a_value_an_admin_set_since(daemon_env, busy):
     daemon_env.seed_history("short", [60, 70, 50])
     ours, theirs = (busy.submit("--gres=gpu:1", "-t", "120", name="short") for _ in range(2))
-    daemon_env.daemon().cycle(time.time())
+    daemon = daemon_env.daemon()
+    daemon.cycle(time.time())
     set_by_us = daemon_env.site_factors([ours, theirs])
     assert all(v > 0 for v in set_by_us.values()), set_by_us
     busy.cluster.run("scontrol", "update", f"JobId={theirs}", "SiteFactor=31337")
+    daemon.cycle(time.time() + 7200)  # an aging tick later the daemon leaves the admin's value too
+    assert daemon_env.site_factors([theirs]) == {theirs: 31337}
     preview = daemon_env.cli("revert", "--dry-run")
     assert (f"job {theirs}: SetSiteFactor is 31337, not slurmsched's {set_by_us[theirs]}: would be left as it is"
             in preview.stdout), preview.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from polling import wait_until
 
 from slurmsched.config import PlannerSection
 from slurmsched.model import SchedulerConfig
@@ -110,6 +111,26 @@ def test_jobs_the_daemon_protects_are_left_alone(slurm_cluster, daemon_env, lua_
     named_qos = busy.submit("--qos=normal", "--gres=gpu:1", name="qos")
     no_qos = busy.submit("--gres=gpu:1", name="gpu")
     assert daemon_env.site_factors([named_qos, no_qos]) == {named_qos: 0, no_qos: 0}
+
+
+def test_held_and_deferred_jobs_are_left_to_the_daemon(slurm_cluster, daemon_env, lua_cache, busy):
+    """sprio lists neither a held job nor one whose --begin is ahead, so neither the daemon
+    nor revert could read back a value the script gave it: the script leaves both alone."""
+    name = f"{busy.prefix}job"
+    write_submit_cache(lua_cache, SubmitCache(new_stamp(), 600, 0.25, LEVELS,
+                                              (SubmitEstimate(daemon_env.user, name, 120),)))
+    held = busy.submit("-H", "--gres=gpu:1", name="job")
+    later = busy.submit("--begin=now+2hours", "--gres=gpu:1", name="job")
+    plain = busy.submit("--gres=gpu:1", name="job")
+    for job in (held, later):
+        assert "AdminComment=slurmsched" not in slurm_cluster.run("scontrol", "show", "job", str(job)).stdout
+    slurm_cluster.run("scontrol", "release", str(held))
+    slurm_cluster.run("scontrol", "update", f"JobId={later}", "StartTime=now")
+    valued = submit_site_factor(read_submit_cache(lua_cache), 120, time_limit_s=None, gpus=1, cpus=1)
+    listed = wait_until("sprio to list the released and the no longer deferred job",  # at its next pass
+                        lambda: (f := daemon_env.site_factors([held, later, plain])) and None not in f.values() and f,
+                        timeout=60)
+    assert listed == {held: 0, later: 0, plain: valued}
 
 
 def test_a_job_without_a_time_limit_is_capped_at_its_partitions_limit(slurm_cluster, daemon_env, lua_cache, busy):

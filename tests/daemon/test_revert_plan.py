@@ -70,6 +70,18 @@ def test_a_value_without_a_record_is_restored_only_when_job_submit_lua_stamped_i
     assert plan.actions == (SetSiteFactor(7, 0, LEVEL, "revert: SiteFactor set at submit by job_submit.lua"),)
 
 
+def test_a_stamped_job_sprio_does_not_list_is_restored_by_its_stamp() -> None:
+    """Held, or its begin time put ahead, since job_submit.lua valued it: sprio does not list
+    it, so the stamp names the value (as a record names it for a job slurmsched changed)."""
+    plan = plan_revert(snapshot(job(7, site_factor=None, admin_comment=f"slurmsched:site_factor={LEVEL}"),
+                                job(8, site_factor=None, admin_comment="slurmsched:site_factor=0"),
+                                job(9, site_factor=None, admin_comment="slurmsched:site_factor=x1"),
+                                job(10, site_factor=None, admin_comment="urgent, ask bob")), [])
+    assert plan.actions == (SetSiteFactor(7, 0, LEVEL, "revert: SiteFactor set at submit by job_submit.lua"),)
+    assert plan_revert(snapshot(job(7, site_factor=None, admin_comment=f"slurmsched:site_factor={LEVEL}")), [],
+                       restored={7}).actions == ()  # the stamp stays: a later pass of the same revert skips it
+
+
 def test_only_a_stamped_value_is_adopted_as_job_submit_luas() -> None:
     """Adopting records 0 as the original: right for the script's value, wrong for an admin's."""
     scale = PLANNER.scale(WEIGHTS)

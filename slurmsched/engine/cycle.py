@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, TypedDict
 
+from slurmsched.errors import SlurmError
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, JobRecord, Prediction, QueueDelta,
                               SchedulerConfig, SetFeatures, SetSiteFactor, SetSwitches)
@@ -163,7 +164,10 @@ class Engine:
         """Run one cycle at time ``now`` (POSIX seconds; simulated time in the simulator).
 
         Raises:
-            SlurmError: the snapshot or accounting could not be read (nothing recorded).
+            SlurmError: the snapshot could not be read (nothing recorded). Accounting that
+                cannot be read (slurmdbd down) is logged and skipped: the cycle plans the
+                queue without newly finished jobs, and the next one reads them from the
+                same cursor.
             StoreError: the repository failed; the cycle's transaction is rolled back
                 and the next cycle re-plans every job.
         """
@@ -279,7 +283,8 @@ class Engine:
     def _read_finished(self, now: float) -> tuple[list[JobRecord], float]:
         """Finished jobs from accounting not seen before, and the cursor they were read from.
 
-        Accounting is re-read ``overlap_s`` behind the cursor and de-duplicated. The
+        Accounting is re-read ``overlap_s`` behind the cursor and de-duplicated; when it
+        cannot be read, no job and the same cursor (logged). The
         first call takes the cursor from the repository (else ``history_lookback_s``
         before ``now``) and the jobs already stored around it.
         """
@@ -290,9 +295,12 @@ class Engine:
             for job in self.repository.history(since=cursor - self.overlap_s):
                 self._seen[(job.job_id, job.restart_count)] = job.end_time or cursor
         seen = self._seen
-        new = [job for job in self.gateway.finished_since(cursor - self.overlap_s)
-               if (job.job_id, job.restart_count) not in seen]
-        return new, cursor
+        try:
+            finished = self.gateway.finished_since(cursor - self.overlap_s)
+        except SlurmError as exc:
+            log.warning("accounting not read (%s): this cycle plans without newly finished jobs", exc)
+            return [], cursor
+        return [job for job in finished if (job.job_id, job.restart_count) not in seen], cursor
 
     def _plan(self, changes: QueueChanges, snapshot: ClusterSnapshot, now: float) -> Plan:
         """Plan the jobs that changed or are not settled, plus GPU-type widening of pinned jobs."""

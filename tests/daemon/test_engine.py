@@ -15,6 +15,7 @@ import pytest
 from slurmsched.config import Config, PlannerSection
 from slurmsched.daemon import revert_all
 from slurmsched.engine import Engine
+from slurmsched.errors import SlurmError
 from slurmsched.model import ActionOutcome, JobRecord, JobState, SchedulerConfig, SetSiteFactor
 from slurmsched.planner import Planner
 from slurmsched.planner.scale import GUARD_LEVEL
@@ -156,6 +157,25 @@ def test_finished_runs_reach_history_and_refresh_predictions_of_that_user() -> N
     refreshed = {p.job_id for p in world.cycle(0.3).predictions}
     # The finished job was "blocker"'s: nobody else's prediction inputs changed.
     assert refreshed <= {waiting.job_id, other.job_id}
+
+
+def test_a_cycle_goes_on_without_accounting_and_the_next_one_catches_up(caplog) -> None:
+    """slurmdbd down: sacct fails, squeue and sprio still answer (slurmctld's)."""
+    world = World()
+    waiting = world.submit(4, limit_h=10)
+    world.slurm.finish(world.blocker)
+    read = world.slurm.finished_since
+
+    def unreachable(since):
+        raise SlurmError("sacct: Connection refused (slurmdbd)")
+
+    world.slurm.finished_since = unreachable
+    report = world.cycle(0.1)
+    assert report.finished == 0 and [a.job_id for a in report.plan.actions] == [waiting.job_id]
+    assert "accounting not read (sacct: Connection refused (slurmdbd))" in caplog.text
+    world.slurm.finished_since = read
+    assert world.cycle(0.2).finished == 1
+    assert [j.job_id for j in world.repository.history()] == [world.blocker.job_id]
 
 
 def test_fifo_engine_only_restores_what_qssf_set() -> None:

@@ -198,13 +198,14 @@ start_slurmds() {
     done <"$ETC/nodes.txt"
 }
 
-# All nodes answer and are usable: idle, mixed, allocated or completing, with no flag
-# such as * (not responding) or ~ (powered down).
+# All nodes answer and are usable: idle, mixed, allocated, completing or planned (idle,
+# held for a pending job by the backfill scheduler), with no flag such as * (not
+# responding) or ~ (powered down).
 nodes_up() {
     local states
     states=$(sinfo -h -N -o '%N %t' | sort -u) || return 1
     [[ -n $states ]] || return 1
-    ! grep -Evq ' (idle|mix|alloc|comp)$' <<<"$states"
+    ! grep -Evq ' (idle|mix|alloc|comp|plnd)$' <<<"$states"
 }
 
 wait_for_nodes() {

@@ -249,7 +249,9 @@ class JobNow:
 
     Attributes:
         job: the job in Slurm's queue; ``None`` when it is not queued or Slurm could not be read.
-        ahead: pending jobs of its partition with a higher priority; ``None`` unless it is pending.
+        ahead: pending jobs of its partition before it in Slurm's order (a higher priority,
+            or the same and submitted earlier; held jobs are in no line); ``None`` unless it
+            is pending and not held.
         unknown: why Slurm could not be read; ``None`` when it was.
     """
 
@@ -327,10 +329,21 @@ def _job_now(config: Config, job_id: int) -> JobNow:
         return JobNow(None, unknown=str(exc))
     now = JobNow(next((j for j in snap.jobs if j.job_id == job_id), None))
     job = now.pending
-    if job is None:
-        return now
-    return JobNow(job, sum(1 for j in snap.pending
-                           if j.partition == job.partition and (j.priority or 0) > (job.priority or 0)))
+    return now if job is None else JobNow(job, jobs_ahead(job, snap.pending))
+
+
+def jobs_ahead(job: JobRecord, pending: Sequence[JobRecord]) -> int | None:
+    """How many of the ``pending`` jobs of ``job``'s partition Slurm takes before it: a
+    higher priority, or the same one and submitted earlier. ``None`` for a held job
+    (priority 0), which is in no line; held jobs are ahead of none."""
+    if job.priority == 0:
+        return None
+
+    def place(j: JobRecord) -> tuple[int, float, int]:
+        return -(j.priority or 0), j.submit_time, j.job_id
+
+    mine = place(job)
+    return sum(1 for j in pending if j.partition == job.partition and j.priority != 0 and place(j) < mine)
 
 
 def _now_line(now: JobNow) -> str:
@@ -342,9 +355,10 @@ def _now_line(now: JobNow) -> str:
         return "now: not in Slurm's queue (finished, cancelled or removed)"
     if now.pending is None:
         return f"now: {job.state.value}" + (f" since {_when(job.start_time)}" if job.start_time else "")
+    place = ("held: in no line" if now.ahead is None else
+             f"{now.ahead} job{'s' if now.ahead != 1 else ''} ahead in {job.partition}")
     return (f"now: PENDING ({job.reason or 'None'}): priority {job.priority}, SiteFactor "
-            f"{'-' if job.site_factor is None else job.site_factor}, {now.ahead} job{'s' if now.ahead != 1 else ''} "
-            f"ahead in {job.partition}")
+            f"{'-' if job.site_factor is None else job.site_factor}, {place}")
 
 
 def _in_force(item: InForce) -> str:
@@ -380,7 +394,7 @@ def _explanation(config: Config, job_id: int) -> Explanation | None:
 def explain_document(e: Explanation) -> dict[str, Any]:
     """``explain --json``'s document: ``format`` (:data:`EXPLAIN_JSON_FORMAT`), ``job_id``;
     ``now`` (``queued``, and the queued job's ``state``, ``reason``, ``priority``,
-    ``site_factor``, ``partition``, ``start_time`` and, when pending, ``jobs_ahead``), or
+    ``site_factor``, ``partition``, ``start_time`` and ``jobs_ahead``, null unless pending and not held), or
     ``null`` with ``unknown`` saying why Slurm could not be read; ``prediction`` (the
     record's fields) or ``null``; ``latest_ranking`` (``at``, ``rank``, ``score``) or
     ``null``; ``in_force`` (``field``, ``original``, ``value`` and ``slurm_holds``); and

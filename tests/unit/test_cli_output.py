@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from slurmsched.cli.cluster import render_snapshot
+from slurmsched.cli.daemon import jobs_ahead
 from slurmsched.cli.output import columns, fit, printable
 from slurmsched.model import ClusterSnapshot, JobRecord, JobState
 
@@ -34,3 +35,15 @@ def test_queue_fits_a_terminal_by_cutting_user_name_and_reason():
     assert "a-rather~" in fitted[1] and "nnnnnnnnn~" in fitted[1] and fitted[1].endswith("ReqNodeNo~")
     tiny = [line for line in render_snapshot(snap, 20) if line.startswith("7 ")]
     assert "a-rathe~" in tiny[0] and "gpu[01-12]" not in tiny[0]  # never below 8 columns: wider than 20
+
+
+def test_jobs_ahead_follow_slurms_order_and_a_held_job_is_in_no_line() -> None:
+    """Equal priorities go by submit time (then job id); another partition's jobs and held
+    jobs (priority 0) are ahead of nobody."""
+    def job(job_id: int, priority: int, submit: float, partition: str = "gpu") -> JobRecord:
+        return JobRecord(job_id=job_id, user="u", name="n", submit_time=submit, state=JobState.PENDING,
+                         partition=partition, priority=priority)
+
+    pending = [job(1, 500, 10.0), job(2, 500, 20.0), job(3, 500, 20.0), job(4, 900, 30.0), job(5, 0, 0.0),
+               job(6, 999, 0.0, partition="short")]
+    assert [jobs_ahead(j, pending) for j in pending] == [1, 2, 3, 0, None, 0]

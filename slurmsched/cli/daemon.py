@@ -201,8 +201,8 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
         }))
         return
     click.echo(f"database: {url}")
-    click.echo(f"state: {'PAUSED (' + PAUSED_HINT + ')' if paused else 'active'}; policy {config.policy.name}, "
-               f"planner {config.planner.mode}, interval {config.daemon.interval_s:g} s")
+    click.echo(f"state: {'PAUSED (' + PAUSED_HINT + ')' if paused else 'active'}; configured: policy "
+               f"{config.policy.name}, planner {config.planner.mode}, interval {config.daemon.interval_s:g} s")
     if not recent:
         click.echo("no cycle has run yet")
     else:

@@ -171,9 +171,10 @@ class DaemonSection:
             ``<state_dir>/slurmsched-submit.cache``. Link it as ``slurmsched-submit.cache``
             beside ``job_submit.lua``.
         submit_cache_max_age_s: ``job_submit.lua`` ignores a cache older than this, so new
-            jobs are left alone when the daemon stops (fail-open).
+            jobs are left alone when the daemon stops (fail-open). Must be at least
+            ``interval_s`` when the daemon writes a cache (:attr:`writes_submit_cache`).
         submit_cache_entries: at most this many (user, job name) predictions in the cache,
-            the most recently seen first.
+            the most recently seen first; 0: no cache (the file is left alone).
         submit_cache_lookback_days: only (user, job name) pairs that finished a job within
             this many days go into the cache.
     """
@@ -194,6 +195,12 @@ class DaemonSection:
         """The effective path of the job_submit.lua cache file."""
         return Path(self.submit_cache) if self.submit_cache else Path(self.state_dir) / "slurmsched-submit.cache"
 
+    @property
+    def writes_submit_cache(self) -> bool:
+        """Whether the daemon writes the job_submit.lua cache: ``submit_cache_entries`` above
+        0 and not ``dry_run`` (a dry run neither writes nor removes it)."""
+        return self.submit_cache_entries > 0 and not self.dry_run
+
     def validate(self, prefix: str) -> None:
         """Raise :class:`ConfigError` naming the bad key."""
         if not self.interval_s > 0:
@@ -209,7 +216,7 @@ class DaemonSection:
         for key in ("refit_interval_s", "submit_cache_max_age_s", "submit_cache_lookback_days"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{prefix}.{key} must be > 0 (got {getattr(self, key)})")
-        if self.submit_cache_max_age_s < self.interval_s:
+        if self.writes_submit_cache and self.submit_cache_max_age_s < self.interval_s:
             raise ConfigError(f"{prefix}.submit_cache_max_age_s must be >= interval_s "
                               f"({self.submit_cache_max_age_s} < {self.interval_s}): the cache would go stale between cycles")
         if self.submit_cache_entries < 0:

@@ -185,3 +185,20 @@ def test_unused_policy_table_is_validated_too(toml):
         load_config(toml("[policy.fifo]\nfoo = 1\n"), environ={})
     with pytest.raises(ConfigError, match=r"policy\.qssf\.max_wait_h must be > 0"):
         load_config(toml('[policy]\nname = "fifo"\n[policy.qssf]\nmax_wait_h = -1\n'), environ={})
+
+
+def test_cache_max_age_is_held_to_the_interval_only_when_a_cache_is_written(toml):
+    """``submit_cache_max_age_s >= interval_s`` binds a daemon that writes the cache: not a
+    dry run (``run --once --dry-run --interval 1h``), nor ``submit_cache_entries = 0``."""
+    stale = r"daemon\.submit_cache_max_age_s must be >= interval_s \(900\.0 < 3600\.0\)"
+    with pytest.raises(ConfigError, match=stale):
+        load_config(toml('[daemon]\ninterval_s = "1h"\n'), environ={})
+    assert load_config(toml('[daemon]\ninterval_s = "1h"\ndry_run = true\n'), environ={}).daemon.interval_s == 3600
+    assert load_config(toml('[daemon]\ninterval_s = "1h"\nsubmit_cache_entries = 0\n'), environ={}).daemon.dry_run is False
+    config = load_config(toml(), environ={})
+    assert config.with_overrides("daemon", interval_s=3600.0, dry_run=True).daemon.interval_s == 3600
+    with pytest.raises(ConfigError, match=stale):  # run --interval 1h, live
+        config.with_overrides("daemon", interval_s=3600.0)
+    with pytest.raises(ConfigError, match=stale):  # run --no-dry-run over a dry-run config
+        load_config(toml('[daemon]\ninterval_s = "1h"\ndry_run = true\n'), environ={}).with_overrides(
+            "daemon", dry_run=False)

@@ -513,6 +513,42 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
 
 # --- config check ------------------------------------------------------------------------
 
+def _submit_cache_place(config: Config) -> tuple[str, str]:
+    """``config check``'s finding on where the daemon writes the submit cache: (state, text).
+
+    ``FAIL`` when the daemon could not write it there (each of its cycles would then
+    fail): ``daemon.submit_cache`` names a directory, or the file's directory is not a
+    directory, is not writable by this user, or does not exist (the daemon creates none).
+    A missing ``daemon.state_dir`` that holds the SQLite database is a ``warn``:
+    ``slurmsched db upgrade`` makes it (and the database check fails until then). ``ok``
+    when the daemon writes no cache
+    (:attr:`~slurmsched.config.DaemonSection.writes_submit_cache`).
+    """
+    from slurmsched.store.connect import parse_url
+
+    settings = config.daemon
+    cache = settings.submit_cache_path
+    if not settings.writes_submit_cache:
+        why = "daemon.dry_run" if settings.dry_run else "daemon.submit_cache_entries = 0"
+        return "ok", f"submit cache {cache}: not written ({why})"
+    if cache.is_dir():
+        return "FAIL", f"submit cache {cache}: is a directory (daemon.submit_cache names the file)"
+    directory = cache.parent
+    if not directory.exists():
+        db = parse_url(config.db_url)
+        if db.get_backend_name() == "sqlite" and (os.path.abspath(directory) == os.path.abspath(settings.state_dir)
+                                                  == os.path.abspath(os.path.dirname(db.database or ""))):
+            return "warn", (f"submit cache {cache}: directory {directory} does not exist "
+                            "('slurmsched db upgrade' makes it)")
+        return "FAIL", (f"submit cache {cache}: directory {directory} does not exist: the daemon does not "
+                        "create it (make it, writable by the daemon's user)")
+    if not directory.is_dir():
+        return "FAIL", f"submit cache {cache}: {directory} is not a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return "FAIL", f"submit cache {cache}: directory {directory} NOT writable"
+    return "ok", f"submit cache {cache}: directory writable"
+
+
 @click.group("config")
 def config_group() -> None:
     """Inspect the configuration."""
@@ -558,13 +594,8 @@ def check(ctx: click.Context) -> None:
         bound = guaranteed_wait_bound(config, scheduler)
         line("ok" if bound.seconds is not None else "warn",
              f"wait bound: {'none' if bound.seconds is None else _hours(bound.seconds)}: {bound.explanation}")
+    line(*_submit_cache_place(config))
     cache = config.daemon.submit_cache_path
-    writable = os.access(cache.parent if cache.parent.exists() else cache.parent.parent, os.W_OK)
-    if cache.is_dir():
-        line("FAIL", f"submit cache {cache}: is a directory (daemon.submit_cache names the file)")
-    else:
-        line("ok" if writable else "FAIL",
-             f"submit cache {cache}: directory {'writable' if writable else 'NOT writable'}")
     conf_dir = config.slurm.conf_dir
     lua, link = conf_dir / "job_submit.lua", conf_dir / CACHE_FILE_NAME
     reads = script_reads(conf_dir, cache)

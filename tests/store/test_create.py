@@ -8,6 +8,7 @@ except the configured state directory, which is made.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,43 @@ def test_config_check_fails_a_submit_cache_that_is_a_directory(tmp_path: Path, c
     result = cli("--config", str(config), "config", "check", env={"SLURMSCHED_DAEMON_SUBMIT_CACHE": str(tmp_path)})
     assert result.returncode == 1
     assert f"FAIL submit cache {tmp_path}: is a directory (daemon.submit_cache names the file)" in result.stdout
+
+
+def test_config_check_fails_a_submit_cache_directory_that_is_a_file(tmp_path: Path, cli) -> None:
+    config, _ = _config(tmp_path)
+    (tmp_path / "file").write_text("")
+    result = cli("--config", str(config), "config", "check",
+                 env={"SLURMSCHED_DAEMON_STATE_DIR": str(tmp_path / "file")})
+    cache = tmp_path / "file" / "slurmsched-submit.cache"
+    assert f"FAIL submit cache {cache}: {tmp_path / 'file'} is not a directory" in result.stdout
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any directory")
+def test_config_check_fails_a_submit_cache_directory_not_writable(tmp_path: Path, cli) -> None:
+    config, _ = _config(tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    result = cli("--config", str(config), "config", "check", env={"SLURMSCHED_DAEMON_STATE_DIR": str(locked)})
+    assert f"FAIL submit cache {locked / 'slurmsched-submit.cache'}: directory {locked} NOT writable" in result.stdout
+
+
+def test_config_check_tells_a_missing_cache_directory_that_db_upgrade_makes(tmp_path: Path, cli) -> None:
+    """The state directory holding the SQLite database is made by ``db upgrade``; any other
+    missing directory is made by nothing, and the daemon's cycles would fail writing the cache."""
+    config, state = _config(tmp_path)
+    result = cli("--config", str(config), "config", "check")
+    assert (f"warn submit cache {state / 'slurmsched-submit.cache'}: directory {state} does not exist "
+            "('slurmsched db upgrade' makes it)") in result.stdout
+    elsewhere = tmp_path / "none" / "x.cache"
+    result = cli("--config", str(config), "config", "check", env={"SLURMSCHED_DAEMON_SUBMIT_CACHE": str(elsewhere)})
+    assert (f"FAIL submit cache {elsewhere}: directory {elsewhere.parent} does not exist: the daemon does not "
+            "create it (make it, writable by the daemon's user)") in result.stdout
+    result = cli("--config", str(config), "config", "check", env={"SLURMSCHED_DB_URL": f"sqlite:///{tmp_path}/x.db"})
+    assert f"FAIL submit cache {state / 'slurmsched-submit.cache'}: directory {state} does not exist" in result.stdout
+    result = cli("--config", str(config), "config", "check", env={"SLURMSCHED_DAEMON_SUBMIT_CACHE_ENTRIES": "0"})
+    assert (f"ok   submit cache {state / 'slurmsched-submit.cache'}: not written (daemon.submit_cache_entries = 0)"
+            in result.stdout)
+    assert not state.exists()
 
 
 def test_simulate_from_a_mistyped_database_url_creates_nothing(tmp_path: Path, cli) -> None:

@@ -45,7 +45,7 @@ from slurmsched.policy.qssf import QssfPolicy
 from slurmsched.predict.protocol import Predictor
 from slurmsched.predict.schedule import RefitSchedule
 from slurmsched.store.protocol import AppliedChange, CycleKind, JobRepository
-from slurmsched.submit_cache import CacheFile, CacheTarget, SubmitCache, SubmitEstimate, levels_for
+from slurmsched.submit_cache import CacheFile, CacheTarget, SubmitCache, SubmitEstimate, levels_for, listed
 
 log = logging.getLogger(__name__)
 
@@ -320,10 +320,14 @@ class Daemon:
         weight = self.policy.args.cpu_gpu_weight if isinstance(self.policy, QssfPolicy) else 0.0
         estimates = self.submit_estimates(now)
         planner = self.config.planner
-        target.write(SubmitCache(int(now), int(self.settings.submit_cache_max_age_s), weight, levels_for(scale),
-                                 tuple(estimates), tuple(planner.protected_partitions), tuple(planner.protected_qos)))
+        cache = SubmitCache(int(now), int(self.settings.submit_cache_max_age_s), weight, levels_for(scale),
+                            tuple(estimates), tuple(planner.protected_partitions), tuple(planner.protected_qos))
+        target.write(cache)
         self._cache_written = now
-        log.info("wrote submit cache %s: %d (user, job name) estimates", target, len(estimates))
+        written = len(listed(cache))
+        log.info("wrote submit cache %s: %d (user, job name) estimates%s", target, written,
+                 f" ({len(estimates) - written} left out: a tab or line break in the user or job name)"
+                 if written < len(estimates) else "")
 
     def submit_estimates(self, now: float) -> list[SubmitEstimate]:
         """The run time the policy would count for the next job of each recently active

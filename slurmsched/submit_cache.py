@@ -215,7 +215,7 @@ def write_submit_cache(path: str | os.PathLike[str], cache: SubmitCache) -> None
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise StoreError(f"cannot write submit cache {target}: {exc.strerror}") from None
-    log.debug("wrote submit cache %s (%d levels, %d estimates)", target, len(cache.levels), len(cache.estimates))
+    log.debug("wrote submit cache %s (%d levels, %d estimates)", target, len(cache.levels), len(listed(cache)))
 
 
 def _parse_lines(lines: Iterable[str], path: Path) -> SubmitCache:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 
 import pytest
@@ -19,7 +20,7 @@ from slurmsched.sim.cluster import ClusterSpec
 from slurmsched.sim.slurm import SimulatedSlurm
 from slurmsched.store.memory import MemoryJobRepository
 from slurmsched.sim.submit_plugin import SubmitPlugin
-from slurmsched.submit_cache import (MAX_SERVICE_S, SubmitCache, SubmitEstimate, levels_for, protected,
+from slurmsched.submit_cache import (MAX_SERVICE_S, CacheFile, SubmitCache, SubmitEstimate, levels_for, protected,
                                      read_submit_cache, render, write_submit_cache)
 
 SCALE = SiteFactorScale.build(PlannerSection(), SchedulerConfig(weight_age=10000, weight_fairshare=10000))
@@ -183,3 +184,23 @@ def test_the_daemon_writes_the_planners_protections() -> None:
     daemon.refresh_submit_cache(now, active=True)
     assert plugin.cache is not None and (plugin.cache.protected_partitions,
                                          plugin.cache.protected_qos) == (("short",), ("admin",))
+
+
+def test_the_daemon_logs_the_estimates_the_file_holds(tmp_path, caplog) -> None:
+    """A name with a tab or line break is left out of the file; the log counts what was written."""
+    now = 1_700_100_000.0
+    config = Config()
+    clock = SimClock(now)
+    repository = MemoryJobRepository(cluster="c", track_live=False)
+    history = [_finished(1, "alice", "train", now - 3000), _finished(2, "alice", "a\tb", now - 2000),
+               _finished(3, "bob", "x\ny", now - 1000)]
+    repository.ingest_finished(history)
+    path = tmp_path / "cache"
+    daemon = Daemon(config, SimulatedSlurm(ClusterSpec.uniform(1, 4), SchedulerConfig(), clock), repository,
+                    SlurmschedPredictor(), make_policy("qssf"), Planner(config), clock=clock,
+                    submit_cache=CacheFile(path))
+    with caplog.at_level(logging.INFO, logger="slurmsched.daemon"):
+        daemon.refresh_submit_cache(now, active=True)
+    assert len(read_submit_cache(path).estimates) == 1
+    assert (f"wrote submit cache {path}: 1 (user, job name) estimates (2 left out: a tab or line break in the "
+            "user or job name)") in caplog.messages

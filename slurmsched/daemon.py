@@ -46,6 +46,7 @@ from slurmsched.predict.protocol import Predictor
 from slurmsched.predict.schedule import RefitSchedule
 from slurmsched.store.protocol import AppliedChange, CycleKind, JobRepository
 from slurmsched.submit_cache import CacheFile, CacheTarget, SubmitCache, SubmitEstimate, levels_for, listed
+from slurmsched.text import plural
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +150,7 @@ class Daemon:
         finally:
             if restore is not None:
                 restore()
-        log.info("stopped after %d cycles", cycles)
+        log.info("stopped after %s", plural(cycles, "cycle"))
         return LoopResult(cycles, failed, False)
 
     def cycle(self, now: float) -> CycleReport:
@@ -162,9 +163,9 @@ class Daemon:
                 self._history_jobs, self._fitted_jobs, now, self._last_fit):
             self.refit(now)
         plan = report.plan
-        log.info("cycle %d: %d pending, %d running, %d finished; %d actions (%d failed)%s, %d held, "
+        log.info("cycle %d: %d pending, %d running, %d finished; %s (%d failed)%s, %d held, "
                  "%d deferred; %.3f s", report.cycle_id, report.pending, report.running, report.finished,
-                 len(plan.actions), report.failed,
+                 plural(len(plan.actions), "action"), report.failed,
                  " not sent: dry-run" if report.dry_run else " not sent: paused" if report.paused else "",
                  plan.held, plan.deferred, report.timings.get("total", 0.0))
         if not report.dry_run:  # a preview leaves the live daemon's cache alone
@@ -239,8 +240,9 @@ class Daemon:
                 self._fitted(predictor, now, self.repository.get_cursor(CURSOR))
         else:
             predictor.update(history)
-            log.info("predictor %s: %d finished jobs, fewer than the %d its first fit needs; using history "
-                     "statistics until then", predictor.name, len(history), self.schedule.min_jobs)
+            log.info("predictor %s: %s, fewer than the %d its first fit needs; using history "
+                     "statistics until then", predictor.name, plural(len(history), "finished job"),
+                     self.schedule.min_jobs)
         return predictor
 
     def _load_model(self, predictor: Predictor) -> Predictor | None:
@@ -264,7 +266,7 @@ class Daemon:
         self._fitted_jobs = int(meta.get("jobs", 0))
         self._history_jobs = self._fitted_jobs + len(newer)
         self._last_fit = float(meta.get("fitted_at", self.clock.now()))
-        log.info("loaded saved model %s %s (+%d jobs finished since)", predictor.name, version, len(newer))
+        log.info("loaded saved model %s %s (+%s finished since)", predictor.name, version, plural(len(newer), "job"))
         return loaded
 
     def refit(self, now: float) -> None:
@@ -325,7 +327,7 @@ class Daemon:
         target.write(cache)
         self._cache_written = now
         written = len(listed(cache))
-        log.info("wrote submit cache %s: %d (user, job name) estimates%s", target, written,
+        log.info("wrote submit cache %s: %s%s", target, plural(written, "(user, job name) estimate"),
                  f" ({len(estimates) - written} left out: a tab or line break in the user or job name)"
                  if written < len(estimates) else "")
 

@@ -26,6 +26,7 @@ from slurmsched.errors import SlurmError, SlurmschedError
 from slurmsched.model import Decision, JobRecord, Prediction
 from slurmsched.policy.qssf import gpu_time, span
 from slurmsched.store.protocol import AppliedChange, CycleSummary, JobRepository
+from slurmsched.text import plural
 
 if TYPE_CHECKING:
     from slurmsched.store.repository import SqlJobRepository
@@ -217,7 +218,7 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
             click.echo(f"{c.cycle_id:>7} {_when(c.started_at):19} {c.duration_s:>6.2f}s {c.pending:>8} "
                        f"{c.running:>8} {c.actions:>8} {c.failed:>7}  {c.kind}")
     click.echo("changes in force: " + (", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-                                       + f" on {changed_jobs} jobs" if applied else "none"))
+                                       + f" on {plural(changed_jobs, 'job')}" if applied else "none"))
     if error is None:
         click.echo("prediction error: no finished job with a prediction yet")
     else:
@@ -234,7 +235,8 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
     else:
         age = now - cache.written_at
         state = "STALE: ignored by job_submit.lua" if age > cache.max_age_s else "in use"
-        click.echo(f"submit cache {path}: {len(cache.estimates)} estimates, written {age:.0f} s ago ({state})")
+        click.echo(f"submit cache {path}: {plural(len(cache.estimates), 'estimate')}, written {age:.0f} s ago "
+                   f"({state})")
 
 
 # --- explain -----------------------------------------------------------------------------
@@ -489,9 +491,10 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
             for change, live in plan.left:
                 click.echo(f"job {change.job_id}: {change.kind} is {live}, not slurmsched's {change.current}:"
                            " would be left as it is")
-            click.echo(f"would restore {len(plan.actions)} changes on {len({a.job_id for a in plan.actions})} "
-                       f"pending jobs" + (f"; would drop {len(plan.gone)} records of jobs no longer pending"
-                                          if plan.gone else "") + ". Dry run: nothing sent, not paused.")
+            click.echo(f"would restore {plural(len(plan.actions), 'change')} on "
+                       f"{plural(len({a.job_id for a in plan.actions}), 'pending job')}"
+                       + (f"; would drop {plural(len(plan.gone), 'record')} of jobs no longer pending"
+                          if plan.gone else "") + ". Dry run: nothing sent, not paused.")
             return
         _pause(config, repo)
         try:
@@ -499,9 +502,10 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
         except SlurmError as exc:
             raise SlurmError(f"slurmsched is paused, but the revert stopped: {exc}. Run 'slurmsched revert' "
                              "again once Slurm answers: it restores what is left") from exc
-    click.echo(f"reverted {report.reverted} changes on {report.jobs} pending jobs"
+    click.echo(f"reverted {plural(report.reverted, 'change')} on {plural(report.jobs, 'pending job')}"
                + (f" ({', '.join(f'{n} {k}' for k, n in sorted(report.kinds.items()))})" if report.kinds else "")
-               + (f"; {report.forgotten} records of jobs no longer pending dropped" if report.forgotten else ""))
+               + (f"; {plural(report.forgotten, 'record')} of jobs no longer pending dropped" if report.forgotten
+                  else ""))
     for line in report.left:
         click.echo(f"left alone: {line}")
     for line in report.failures:

@@ -14,6 +14,7 @@ from slurmsched.cli.params import Duration, Moment
 from slurmsched.errors import TraceFormatError
 from slurmsched.store import DEFAULT_BATCH
 from slurmsched.store.selection import check_since, one_cluster
+from slurmsched.text import plural
 from slurmsched.traces import FORMATS, iter_trace
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ def _render(s: "HistoryStats") -> str:
         lines.append(f"run time p10 {_hms(p.p10)}  p50 {_hms(p.p50)}  p90 {_hms(p.p90)}  p99 {_hms(p.p99)}")
     o = s.limit_overshoot
     if o is not None:
-        lines.append(f"time limit vs run time ({o.jobs} jobs with both): median {_ratio(o.median_ratio)}, "
+        lines.append(f"time limit vs run time ({plural(o.jobs, 'job')} with both): median {_ratio(o.median_ratio)}, "
                      f"p90 {_ratio(o.p90_ratio)}, median excess {_hms(o.median_excess_s)}; "
                      f"{o.share_over_2x:.0%} asked > 2x, {o.share_over_10x:.0%} > 10x, "
                      f"{o.share_at_limit:.0%} ran into their limit")

@@ -19,6 +19,7 @@ from slurmsched.cli.output import output_file, printable, writing
 from slurmsched.cli.params import JobId
 from slurmsched.errors import ConfigError, TraceFormatError
 from slurmsched.predict.common import observed_runtime
+from slurmsched.text import plural
 from slurmsched.traces import FORMATS
 
 if TYPE_CHECKING:
@@ -234,8 +235,8 @@ def _run(jobs: Sequence["JobRecord"]) -> "Evaluation":
 
 def render(result: "Evaluation") -> str:
     """The evaluation as a text table, one row per predictor."""
-    lines = [f"{result.jobs} jobs, predicted at submit time from jobs that ended before; "
-             f"{result.refits} refits of the learned model",
+    lines = [f"{plural(result.jobs, 'job')}, predicted at submit time from jobs that ended before; "
+             f"{plural(result.refits, 'refit')} of the learned model",
              f"{'predictor':<12} {'med|log2 err|':>13} {'within 50%':>10} {'within 2x':>9} {'MAE':>12} "
              f"{'under':>6} {'in spread':>9}"]
     for r in result.results:
@@ -264,7 +265,7 @@ def _plot(result: "Evaluation", path: Path) -> None:
         cdf.plot(magnitude, np.arange(1, len(magnitude) + 1) / len(magnitude), label=r.name)
     hist.set_xlabel("log2(predicted / actual)  (0 = exact; clipped at ±8)")
     hist.set_ylabel("jobs")
-    hist.set_title(f"error distribution, {result.jobs} jobs")
+    hist.set_title(f"error distribution, {plural(result.jobs, 'job')}")
     hist.legend()
     cdf.axvline(math.log2(1.5), color="grey", linestyle=":", linewidth=1)
     cdf.set_xlim(0, 6)

@@ -38,6 +38,7 @@ from slurmsched.planner.plan import SITE_FACTOR, SWITCHES, Step, undo_reason
 from slurmsched.policy.base import Policy, Ranking
 from slurmsched.predict.protocol import Predictor
 from slurmsched.store.protocol import AppliedChange, CycleKind, JobRepository
+from slurmsched.text import plural
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ class Engine:
     def refit(self, now: float) -> None:
         """Refit the predictor on the repository's whole history; every job is predicted again."""
         history = self.repository.history()
-        log.info("refitting predictor %s on %d finished jobs", self.predictor.name, len(history))
+        log.info("refitting predictor %s on %s", self.predictor.name, plural(len(history), "finished job"))
         self.predictor.fit(history)
         self._tracker.repredict()
         self._last_fit = now

@@ -21,6 +21,7 @@ from typing import Sequence
 from slurmsched.model import JobRecord, Prediction
 from slurmsched.predict.common import DEFAULT_ESTIMATE_S, clamp, limit_of, units
 from slurmsched.predict.history import Run, RunStats, StatsTable, run_of
+from slurmsched.text import plural
 
 
 class _RulePredictor:
@@ -60,7 +61,7 @@ class _RulePredictor:
         if limit is not None:
             return Prediction(job.job_id, limit, limit, limit, "no history: time limit")
         if self.overall.count:
-            return self._make(job, self.overall.mean_s, f"global mean of {self.overall.count} runs")
+            return self._make(job, self.overall.mean_s, f"global mean of {plural(self.overall.count, 'run')}")
         return Prediction(job.job_id, DEFAULT_ESTIMATE_S, DEFAULT_ESTIMATE_S, DEFAULT_ESTIMATE_S,
                           "cold start: no history, no time limit (default 1 h)")
 
@@ -112,7 +113,7 @@ class Last2Predictor(_RulePredictor):
         stats = self.users.get((job.user,))
         if stats is None:
             return self._fallback(job)
-        return self._make(job, stats.last2_s(), f"user's last {min(2, stats.count)} runs")
+        return self._make(job, stats.last2_s(), f"user's last {plural(min(2, stats.count), 'run')}")
 
 
 class HeliosPredictor(_RulePredictor):
@@ -176,16 +177,16 @@ class HeliosPredictor(_RulePredictor):
             kind = "name" if names == [job.name] else "similar name"
             same_units = self._mean([self.user_name_units.get((user, n, units(job))) for n in names])
             if same_units is not None:
-                return self._make(job, same_units[0], f"user+{kind}, same size: mean of {same_units[1]} runs")
+                return self._make(job, same_units[0], f"user+{kind}, same size: mean of {plural(same_units[1], 'run')}")
             mine = self._mean([self.user_names.get((user, n)) for n in names])
             if mine is not None:
-                return self._make(job, mine[0], f"user+{kind}: mean of {mine[1]} runs")
+                return self._make(job, mine[0], f"user+{kind}: mean of {plural(mine[1], 'run')}")
             everyone = self._mean([self.names.get((n,)) for n in names])
             if everyone is not None:
-                return self._make(job, everyone[0], f"{kind} (all users): mean of {everyone[1]} runs")
+                return self._make(job, everyone[0], f"{kind} (all users): mean of {plural(everyone[1], 'run')}")
         stats = self.users.get((user,))
         if stats is not None:
-            return self._make(job, stats.mean_s, f"user mean of {stats.count} runs")
+            return self._make(job, stats.mean_s, f"user mean of {plural(stats.count, 'run')}")
         if self.overall.count:
-            return self._make(job, self.overall.mean_s, f"new user: global mean of {self.overall.count} runs")
+            return self._make(job, self.overall.mean_s, f"new user: global mean of {plural(self.overall.count, 'run')}")
         return self._fallback(job)

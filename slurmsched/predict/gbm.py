@@ -64,6 +64,7 @@ from slurmsched.predict.features import (COLUMNS, EXPERTS, CategoryCodes, Featur
                                          Snapshot, SnapshotCache, replay)
 from slurmsched.predict.history import run_of
 from slurmsched.predict.trees import CompiledTrees
+from slurmsched.text import plural
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ class SlurmschedPredictor:
         if runs != self.runs_seen or latest != self.seen_until:
             self._replay(history, runs, latest)
         if self._kept < MIN_TRAIN_JOBS:
-            log.info("%d runs to learn from: too few to train, experts answer alone", self._kept)
+            log.info("%s to learn from: too few to train, experts answer alone", plural(self._kept, "run"))
             return
         X = self._rows[: self._kept].astype(float)
         residual = self._targets[: self._kept].astype(float) - X[:, _ANCHOR]
@@ -343,7 +344,7 @@ class SlurmschedPredictor:
     def _source(self, item: _Prepared) -> str:
         snap = item.snapshot
         if snap.chosen >= 0:
-            return f"{EXPERTS[snap.chosen]} ({snap.runs} runs)"
+            return f"{EXPERTS[snap.chosen]} ({plural(snap.runs, 'run')})"
         if self.models:
             return "cold start: learned from size, limit and partition"
         if item.limit is not None:

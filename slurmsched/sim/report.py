@@ -8,6 +8,7 @@ from pathlib import Path
 from slurmsched.sim.experiment import Comparison
 from slurmsched.sim.metrics import jct_values, wait_by_size
 from slurmsched.sim.workload import Window
+from slurmsched.text import plural
 
 RESULTS_FILE = "results.json"
 JCT_CDF_FILE = "jct_cdf.png"
@@ -38,7 +39,8 @@ def render_table(comparison: Comparison) -> str:
     c = comparison
     left_out = c.left_out.describe()
     window = _window_clause(c.window) if c.window is not None else ""
-    lines = [f"{c.source}{f' {window}' if window else ''}: {c.jobs} jobs{f' ({left_out})' if left_out else ''} "
+    lines = [f"{c.source}{f' {window}' if window else ''}: {plural(c.jobs, 'job')}"
+             f"{f' ({left_out})' if left_out else ''} "
              f"on {c.cluster.describe()} ({c.size_note}); offered load {c.offered_load:.0%}; "
              f"daemon cycle every {c.interval_s:g} s{'; job_submit.lua modelled' if c.slurmctld.submit_plugin else ''}"]
     width = max([13, *(len(run.policy.name) for run in c.runs)])
@@ -126,7 +128,7 @@ def write_plots(comparison: Comparison, out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    title = f"{Path(comparison.source).name}: {comparison.jobs} jobs, {comparison.cluster.total_gpus} GPUs"
+    title = f"{Path(comparison.source).name}: {plural(comparison.jobs, 'job')}, {comparison.cluster.total_gpus} GPUs"
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for run in comparison.runs:
         jct = np.maximum(jct_values(run.result.outcomes), 1.0)

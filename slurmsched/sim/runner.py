@@ -44,6 +44,7 @@ from slurmsched.sim.job import SimJob
 from slurmsched.sim.slurm import DEFAULT_BF_MAX_JOB_TEST, SimulatedSlurm
 from slurmsched.sim.submit_plugin import SubmitPlugin
 from slurmsched.sim.workload import TraceJob
+from slurmsched.text import plural
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
     sim_jobs = [s for s in (_to_sim_job(j, slurm) for j in jobs) if s is not None]
     dropped = len(jobs) - len(sim_jobs)
     if dropped:  # counted in SimResult.dropped, which the report's first line and left_out show
-        log.info("%d jobs can never run on this cluster (too big for their partition) and were left out", dropped)
+        log.info("%s can never run on this cluster (too big for their partition): left out", plural(dropped, "job"))
     interval = settings.interval_s
     completions: list[tuple[float, int, SimJob]] = []
     outcomes: list[JobOutcome] = []

@@ -25,6 +25,7 @@ from slurmsched.model import JobRecord
 from slurmsched.store import DEFAULT_BATCH
 from slurmsched.store.protocol import JobRepository
 from slurmsched.store.repository import SqlJobRepository
+from slurmsched.text import plural
 from slurmsched.traces import BadLine, TraceItem, iter_trace, line_numbers
 
 log = logging.getLogger(__name__)
@@ -72,13 +73,13 @@ class ImportReport:
     def summary(self, source: str, show: int = 10) -> str:
         """One line for people: new and already present attempts, batches, the jobs skipped for
         having no processors, and the first bad line numbers."""
-        text = (f"imported {self.new} new job attempts, {self.present} already present, from {source} "
-                f"in {self.batches} batches ({self.seconds:.1f} s)")
+        text = (f"imported {plural(self.new, 'new job attempt')}, {self.present} already present, from {source} "
+                f"in {plural(self.batches, 'batch', 'batches')} ({self.seconds:.1f} s)")
         if self.no_processors:
-            text += f"; skipped {self.no_processors} jobs without processors"
+            text += f"; skipped {plural(self.no_processors, 'job')} without processors"
         if self.bad_lines:
             numbers = line_numbers([b.lineno for b in self.bad_lines], show=show)
-            text += f"; skipped {len(self.bad_lines)} bad lines: {numbers}"
+            text += f"; skipped {plural(len(self.bad_lines), 'bad line')}: {numbers}"
         return text
 
 

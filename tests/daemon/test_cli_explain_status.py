@@ -263,7 +263,7 @@ def test_status_lists_cycles_changes_and_prediction_error(daemon_env, busy):
     assert status.exit_code == 0, status.output
     assert "state: PAUSED" in status.stdout and paused.exit_code == 0
     assert re.search(r"^last cycle \d+ at .* s ago, live\): 1 pending, \d+ running", status.stdout, re.M), status.stdout
-    assert "changes in force: 1 SetSiteFactor on 1 jobs" in status.stdout
+    assert "changes in force: 1 SetSiteFactor on 1 job" in status.stdout
     assert "prediction error: no finished job with a prediction yet" in status.stdout
     # let the job run and finish; the next cycles read it from accounting
     busy.cluster.run("scancel", str(busy.blocker))

@@ -75,7 +75,7 @@ def test_revert_drops_records_of_jobs_that_left_the_queue(daemon_env, busy):
     busy.wait_state(job, {"CANCELLED", ""}, timeout=30)
     result = daemon_env.cli("revert")
     assert result.exit_code == 0, result.output
-    assert "reverted 0 changes on 0 pending jobs; 1 records of jobs no longer pending dropped" in result.stdout
+    assert "reverted 0 changes on 0 pending jobs; 1 record of jobs no longer pending dropped" in result.stdout
     with daemon_env.repo() as repo:
         assert repo.applied_changes() == []
 
@@ -89,7 +89,7 @@ def test_revert_dry_run_lists_the_changes_and_sends_nothing(daemon_env, busy):
     result = daemon_env.cli("revert", "--dry-run")
     assert result.exit_code == 0, result.output
     assert (f"job {job}: SetSiteFactor {before[job]} -> 0  (revert: restore the value before slurmsched)\n"
-            "would restore 1 changes on 1 pending jobs. Dry run: nothing sent, not paused.\n") in result.stdout
+            "would restore 1 change on 1 pending job. Dry run: nothing sent, not paused.\n") in result.stdout
     assert daemon_env.site_factors([job]) == before
     with daemon_env.repo() as repo:
         assert not repo.is_paused() and [c.job_id for c in repo.applied_changes()] == [job]
@@ -123,7 +123,7 @@ def test_revert_leaves_a_value_an_admin_set_since(daemon_env, busy):
             in preview.stdout), preview.stdout
     result = daemon_env.cli("revert")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("reverted 1 changes on 1 pending jobs (1 SetSiteFactor)")
+    assert result.stdout.startswith("reverted 1 change on 1 pending job (1 SetSiteFactor)")
     assert (f"left alone: job {theirs} SetSiteFactor is 31337, not slurmsched's {set_by_us[theirs]}: changed since,"
             " left as it is") in result.stdout
     assert daemon_env.site_factors([ours, theirs]) == {ours: 0, theirs: 31337}

@@ -65,7 +65,7 @@ def test_sigterm_stops_a_running_daemon_process_promptly(daemon_env):
             proc.kill()
     assert proc.returncode == 0, err
     assert time.monotonic() - sent < 10           # not the 50 s interval
-    assert "SIGTERM: stopping after the current cycle" in err and "stopped after 1 cycles" in err
+    assert "SIGTERM: stopping after the current cycle" in err and "stopped after 1 cycle" in err
 
 
 def test_second_signal_while_updates_are_sent_stops_once_they_are_recorded(daemon_env, busy):

@@ -202,5 +202,5 @@ def test_the_daemon_logs_the_estimates_the_file_holds(tmp_path, caplog) -> None:
     with caplog.at_level(logging.INFO, logger="slurmsched.daemon"):
         daemon.refresh_submit_cache(now, active=True)
     assert len(read_submit_cache(path).estimates) == 1
-    assert (f"wrote submit cache {path}: 1 (user, job name) estimates (2 left out: a tab or line break in the "
+    assert (f"wrote submit cache {path}: 1 (user, job name) estimate (2 left out: a tab or line break in the "
             "user or job name)") in caplog.messages

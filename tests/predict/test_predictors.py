@@ -142,3 +142,12 @@ def test_online_evaluation_beats_last2_on_repeating_work() -> None:
     assert scores["slurmsched"].median_abs_log2_error < scores["last2"].median_abs_log2_error
     assert scores["slurmsched"].within_50pct > scores["last2"].within_50pct
     assert 0.5 < scores["slurmsched"].spread_coverage <= 1.0
+
+
+@pytest.mark.parametrize(("name", "source"), [("helios", "user+name, same size: mean of 1 run"),
+                                              ("last2", "user's last 1 run")])
+def test_a_source_counts_one_run_in_the_singular(name: str, source: str) -> None:
+    predictor = make_predictor(name)
+    predictor.fit([job(1, "alice", "train", 600, 0.0)])
+    (prediction,) = predictor.predict([job(2, "alice", "train", None, 1e4)])
+    assert prediction.source == source

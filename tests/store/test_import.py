@@ -123,7 +123,7 @@ def test_accounting_backfilled_twice_reports_the_second_as_already_present(repo:
     gateway.jobs = [*jobs, dataclasses.replace(jobs[0], job_id=99)]
     second = import_accounting(repo, gateway, now - 86400, window_s=1800)  # type: ignore[arg-type]
     assert (second.rows, second.new, second.present) == (19, 1, 18)
-    assert second.summary("accounting").startswith("imported 1 new job attempts, 18 already present, from accounting")
+    assert second.summary("accounting").startswith("imported 1 new job attempt, 18 already present, from accounting")
     assert repo.count_jobs() == 19
 
 
@@ -177,7 +177,7 @@ def test_cli_import_then_stats(db_url: str, tmp_path: Path, cli) -> None:
     swf = write_swf(tmp_path / "small.swf", jobs=300, corrupt_every=100)
     imported = cli("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db_url)
     assert imported.returncode == 0, imported.stderr
-    assert f"imported {swf.good} new job attempts, 0 already present, from {swf.path} in 1 batches" in imported.stdout
+    assert f"imported {swf.good} new job attempts, 0 already present, from {swf.path} in 1 batch" in imported.stdout
     assert "skipped 3 bad lines: " + ", ".join(map(str, swf.bad_lines)) in imported.stdout
 
     again = cli("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", db_url)

@@ -574,7 +574,14 @@ def check(ctx: click.Context) -> None:
         failures += state == "FAIL"
         click.echo(f"{state:4} {text}")
 
-    line("ok", f"config {config.source}")
+    if config.source == "defaults":  # load_config found no file at the default path
+        from slurmsched.config import DEFAULT_CONFIG_PATH
+
+        line("warn", f"config defaults: {DEFAULT_CONFIG_PATH} does not exist; daemon.dry_run = "
+                     + ("true: the daemon changes nothing" if config.daemon.dry_run
+                        else "false: live, the daemon changes jobs"))
+    else:
+        line("ok", f"config {config.source}")
     for field in dataclasses.fields(config):
         section = getattr(config, field.name)
         if dataclasses.is_dataclass(section) and not isinstance(section, type):

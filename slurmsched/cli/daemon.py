@@ -563,7 +563,7 @@ def config_group() -> None:
 def check(ctx: click.Context) -> None:
     """Validate the config, then check the database, Slurm, the wait bound and job_submit.lua (exit 1 on a failure)."""
     from slurmsched.gateway import make_gateway
-    from slurmsched.planner import guaranteed_wait_bound
+    from slurmsched.planner import SiteFactorScale, guaranteed_wait_bound
     from slurmsched.submit_cache import CACHE_FILE_NAME, script_reads
 
     config = get_config(ctx)
@@ -602,6 +602,9 @@ def check(ctx: click.Context) -> None:
                     f"fairshare={scheduler.weight_fairshare} jobsize={scheduler.weight_job_size} "
                     f"partition={scheduler.weight_partition} qos={scheduler.weight_qos}, "
                     f"TopologyPlugin={scheduler.topology_plugin or 'none'}")
+        capped = SiteFactorScale.build(config.planner, scheduler).cap_warning()
+        if capped is not None:
+            line("warn", f"planner: {capped}")
         bound = guaranteed_wait_bound(config, scheduler)
         line("ok" if bound.seconds is not None else "warn",
              f"wait bound: {'none' if bound.seconds is None else _hours(bound.seconds)}: {bound.explanation}")

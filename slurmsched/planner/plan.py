@@ -19,6 +19,7 @@ other job's value and an unchanged queue plans nothing. Guard rails:
 from __future__ import annotations
 
 import enum
+import logging
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -32,6 +33,8 @@ from slurmsched.planner.constraints import ConstraintTuner
 from slurmsched.planner.scale import GUARD_LEVEL, SiteFactorScale
 from slurmsched.policy.base import Ranking
 from slurmsched.store.protocol import AppliedChange
+
+log = logging.getLogger(__name__)
 
 SITE_FACTOR = SetSiteFactor.__name__
 SWITCHES = SetSwitches.__name__
@@ -134,9 +137,13 @@ class Planner:
         self._scale: tuple[SchedulerConfig, SiteFactorScale] | None = None
 
     def scale(self, config: SchedulerConfig) -> SiteFactorScale:
-        """The SiteFactor levels for a scheduler configuration (cached)."""
+        """The SiteFactor levels for a scheduler configuration (cached); a capped step is
+        logged as a warning when the levels are built (:meth:`SiteFactorScale.cap_warning`)."""
         if self._scale is None or self._scale[0] != config:
             self._scale = (config, SiteFactorScale.build(self.section, config))
+            warning = self._scale[1].cap_warning()
+            if warning is not None:
+                log.warning("%s", warning)
         return self._scale[1]
 
     def eligible(self, job: JobRecord) -> bool:

@@ -18,14 +18,11 @@ only ``L + 2`` distinct values: one batched ``scontrol update`` per value suffic
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 
 from slurmsched.config import PlannerSection
 from slurmsched.model import SchedulerConfig
-
-log = logging.getLogger(__name__)
 
 GUARD_LEVEL = -1
 MAX_SITE_FACTOR = 2**31 - 1
@@ -54,16 +51,21 @@ class SiteFactorScale:
         log_ratio: natural log of the service ratio between adjacent levels.
         top: ``L``, the last (largest-service) level.
         step: SiteFactor difference between adjacent levels.
+        capped_from: the step the mode asks for when it was cut so that the guard level
+            fits :data:`MAX_SITE_FACTOR`; ``None`` when ``step`` is that step.
     """
 
     min_service_s: float
     log_ratio: float
     top: int
     step: int
+    capped_from: int | None = None
 
     @classmethod
     def build(cls, planner: PlannerSection, config: SchedulerConfig) -> "SiteFactorScale":
-        """Size the scale for ``planner``'s mode against ``config``'s weights."""
+        """Size the scale for ``planner``'s mode against ``config``'s weights, capping the step
+        so that every value fits :data:`MAX_SITE_FACTOR` (:meth:`cap_warning` says so; the
+        caller reports it: nothing is logged here)."""
         min_s = planner.min_service_gpu_h * 3600.0
         log_ratio = math.log(planner.level_ratio)
         top = planner.top_level
@@ -74,9 +76,16 @@ class SiteFactorScale:
                                               config.weight_partition, config.weight_qos) or DEFAULT_BLEND_RANGE
             step = max(1, span // (top + 1))
         if (top + 1) * step > MAX_SITE_FACTOR:
-            step = MAX_SITE_FACTOR // (top + 1)
-            log.warning("PriorityWeight* sum too large for %d SiteFactor levels; step capped at %d", top + 2, step)
+            return cls(min_s, log_ratio, top, MAX_SITE_FACTOR // (top + 1), capped_from=step)
         return cls(min_s, log_ratio, top, step)
+
+    def cap_warning(self) -> str | None:
+        """Why ``step`` is smaller than the mode asks (for the log and ``config check``);
+        ``None`` when it is not capped."""
+        if self.capped_from is None:
+            return None
+        return (f"PriorityWeight* sum too large for {self.top + 2} SiteFactor levels; step capped at {self.step}"
+                f" (the mode asks for {self.capped_from})")
 
     def position(self, score: float) -> float:
         """Continuous level of a score (level ``l`` covers ``[l, l + 1)``); -1 for the guard."""

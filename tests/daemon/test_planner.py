@@ -277,3 +277,20 @@ def test_config_sections_from_toml_and_environment(tmp_path) -> None:
     assert loaded.planner.mode == "blend" and loaded.planner.protected_qos == ("vip",)
     assert loaded.planner.max_rpcs_per_cycle == 7
     assert loaded.constraints.gpu_equivalence == (("a100", "h100"),)
+
+
+def test_a_capped_step_is_reported_by_the_planner_not_by_building_the_scale(caplog) -> None:
+    """Building the scale (as ``config check`` and the wait bound do) logs nothing; the
+    planner logs the cap once per scheduler configuration."""
+    section = PlannerSection(level_ratio=1.0000001)
+    with caplog.at_level("WARNING"):
+        scale = SiteFactorScale.build(section, WEIGHTS)
+    assert not caplog.records
+    assert scale.capped_from == other_weights(WEIGHTS) + 1 and (scale.top + 1) * scale.step <= 2**31 - 1
+    assert scale.cap_warning() == (f"PriorityWeight* sum too large for {scale.top + 2} SiteFactor levels; step "
+                                   f"capped at {scale.step} (the mode asks for {scale.capped_from})")
+    assert SiteFactorScale.build(PlannerSection(), WEIGHTS).cap_warning() is None
+    planner = Planner(config(level_ratio=1.0000001))
+    with caplog.at_level("WARNING", logger="slurmsched.planner.plan"):
+        assert planner.scale(WEIGHTS) == planner.scale(WEIGHTS) == scale
+    assert caplog.messages == [scale.cap_warning()]

@@ -1,4 +1,4 @@
-"""``slurmsched config check`` where no Slurm answers: its lines about the config itself."""
+"""``slurmsched config check`` without a Slurm cluster: its lines about the config itself."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ import os
 from click.testing import CliRunner
 
 import slurmsched.config
+import slurmsched.gateway
 from slurmsched.cli import main
+from slurmsched.config import load_config
+from slurmsched.model import SchedulerConfig
+from slurmsched.planner import SiteFactorScale
 
 
 def _check(env: dict[str, str]):
@@ -25,3 +29,20 @@ def test_defaults_name_the_absent_file_and_say_they_are_live(tmp_path, monkeypat
                                              "daemon.dry_run = false: live, the daemon changes jobs")
     dry = _check({"SLURMSCHED_DAEMON_STATE_DIR": str(tmp_path), "SLURMSCHED_DAEMON_DRY_RUN": "true"})
     assert dry.stdout.splitlines()[0].endswith("daemon.dry_run = true: the daemon changes nothing")
+
+
+class _Slurm:
+    """A gateway whose slurmctld runs multifactor with some weights."""
+
+    def scheduler_config(self) -> SchedulerConfig:
+        return SchedulerConfig(priority_type="priority/multifactor", weight_age=10000, weight_fairshare=10000)
+
+
+def test_a_capped_level_step_is_a_result_line_not_a_log_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(slurmsched.gateway, "make_gateway", lambda config: _Slurm())
+    config = tmp_path / "slurmsched.toml"
+    config.write_text(f'[daemon]\nstate_dir = "{tmp_path}"\n[planner]\nlevel_ratio = 1.0000001\n')
+    result = _check({"SLURMSCHED_CONFIG": str(config)})
+    scale = SiteFactorScale.build(load_config(config, environ={}).planner, _Slurm().scheduler_config())
+    assert f"warn planner: {scale.cap_warning()}\n" in result.stdout
+    assert "WARNING" not in result.output and result.stderr == ""

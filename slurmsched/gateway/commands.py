@@ -113,7 +113,7 @@ class SlurmCommands:
         except PermissionError:
             raise SlurmCommandNotFound(f"{self.binary(name)} is not executable") from None
         except subprocess.TimeoutExpired as exc:
-            said = _first_line(exc.stderr)
+            said = _unprefixed(name, _first_line(exc.stderr))
             raise SlurmUnavailable(f"{name} did not answer within {self.timeout_s:g} s "
                                    + (f"and said: {said}" if said else "(slurmctld down or overloaded?)")) from None
         result = CommandResult(argv=argv, returncode=proc.returncode, stdout=proc.stdout,
@@ -122,11 +122,18 @@ class SlurmCommands:
         log.debug("%s %s: exit %d in %.3f s, %d bytes", name, args[:2], result.returncode,
                   result.seconds, len(result.stdout))
         if result.returncode != 0:
+            said = _unprefixed(name, result.first_error_line)
             if result.unreachable:
-                raise SlurmUnavailable(f"{name}: {result.first_error_line}")
+                raise SlurmUnavailable(f"{name}: {said}")
             if check:
-                raise SlurmCommandFailed(f"{name} failed: {result.first_error_line}")
+                raise SlurmCommandFailed(f"{name} failed: {said}")
         return result
+
+
+def _unprefixed(name: str, line: str) -> str:
+    """A line command ``name`` wrote, without the ``<name>: error: `` Slurm's commands start
+    their errors with (``sacct: error: ...``): the messages built here name the command once."""
+    return line.removeprefix(f"{name}: ").removeprefix("error: ")
 
 
 def _first_line(stderr: bytes | str | None) -> str:

@@ -67,6 +67,7 @@ def test_unreachable_slurmdbd_is_slurm_unavailable(closed_conf):
     with pytest.raises(SlurmUnavailable) as err:
         CliGateway(slurm_conf=closed_conf).finished_since(0)
     assert "Connection refused" in one_line(err)
+    assert one_line(err).startswith("sacct: ") and "sacct: sacct" not in one_line(err)  # named once
 
 
 def test_apply_to_an_unreachable_controller_fails_each_action_without_raising(closed_conf):

@@ -60,7 +60,7 @@ def test_revert_restores_a_value_job_submit_lua_gave_a_job_held_since(daemon_env
     assert daemon_env.site_factors([job]) == {job: None}
     result = daemon_env.cli("revert")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("reverted 1 changes on 1 pending jobs (1 SetSiteFactor)"), result.stdout
+    assert result.stdout.startswith("reverted 1 change on 1 pending job (1 SetSiteFactor)"), result.stdout
     busy.cluster.run("scontrol", "release", str(job))
     assert wait_until("sprio to list the released job", lambda: daemon_env.site_factors([job])[job] is not None,
                       timeout=60)

@@ -358,7 +358,7 @@ def _now_line(now: JobNow) -> str:
     if now.pending is None:
         return f"now: {job.state.value}" + (f" since {_when(job.start_time)}" if job.start_time else "")
     place = ("held: in no line" if now.ahead is None else
-             f"{now.ahead} job{'s' if now.ahead != 1 else ''} ahead in {job.partition}")
+             f"{plural(now.ahead, 'job')} ahead in {job.partition}")
     return (f"now: PENDING ({job.reason or 'None'}): priority {job.priority}, SiteFactor "
             f"{'-' if job.site_factor is None else job.site_factor}, {place}")
 

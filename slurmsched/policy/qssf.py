@@ -70,6 +70,7 @@ from typing import Sequence
 from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, NodeRecord, Prediction
 from slurmsched.policy.base import Scorer, ScoringPolicy
+from slurmsched.text import plural
 
 FALLBACK_DURATION_S = 3600.0
 #: Bounds of ``max_wait_h``, ``halflife_h`` and ``aging_step_h``: one second to over a
@@ -149,7 +150,7 @@ def gpu_equivalents(job: JobRecord, cpu_gpu_weight: float) -> float:
 
 def _size_text(job: JobRecord, cpu_gpu_weight: float) -> str:
     if job.gpus > 0:
-        return f"{job.gpus} GPU{'s' if job.gpus != 1 else ''}"
+        return plural(job.gpus, "GPU")
     return f"{max(job.cpus, 1)} CPUs x {cpu_gpu_weight:g} GPU/CPU"
 
 

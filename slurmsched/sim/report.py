@@ -74,7 +74,7 @@ def _window_clause(window: Window) -> str:
         if window.warmup_first is None or window.since is None:
             text += f" ({asked}: no job before --since, the replay starts on an empty cluster)"
         else:
-            text += (f" ({asked}: {window.warmup_jobs} job{'s' if window.warmup_jobs != 1 else ''}, "
+            text += (f" ({asked}: {plural(window.warmup_jobs, 'job')}, "
                      f"the first {human_duration(window.since - window.warmup_first)} before)")
     return text
 

@@ -39,6 +39,7 @@ from slurmsched.sim.cluster import ClusterSpec
 from slurmsched.sim.workload import Workload
 from slurmsched.traces import read_swf_header
 from slurmsched.traces.base import open_text
+from slurmsched.text import plural
 
 _HELIOS_POOLS = re.compile(r"per-VC pool sizes \(nodes,\s*(\d+)\s*GPU/node\):\s*(.+)")
 
@@ -110,7 +111,7 @@ def _by_load(workload: Workload, per_node: int, target_load: float) -> tuple[Clu
         spec = ClusterSpec.uniform(biggest, per_node)
         least = max(math.ceil(needed), 1)
         return spec, (f"as big as the biggest job: {target_load:.0%} offered load would need only "
-                      f"{least} GPU{'s' if least > 1 else ''}")
+                      f"{plural(least, 'GPU')}")
     return ClusterSpec.uniform(wanted, per_node), f"sized for {target_load:.0%} offered load"
 
 

@@ -25,6 +25,7 @@ from slurmsched.errors import TraceFormatError
 from slurmsched.model import JobRecord
 from slurmsched.store.selection import moment_text, one_cluster
 from slurmsched.traces import BadLine, iter_numbered, line_numbers
+from slurmsched.text import plural
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class LeftOut:
         parts = [f"{self.jobs} left out: {', '.join(reasons)}"] if reasons else []
         if self.unreadable_lines:
             count = len(self.unreadable_lines)
-            parts.append(f"{count} unreadable line{'s' if count > 1 else ''}: {line_numbers(self.unreadable_lines)}")
+            parts.append(f"{plural(count, 'unreadable line')}: {line_numbers(self.unreadable_lines)}")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, object]:

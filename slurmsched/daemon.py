@@ -467,7 +467,7 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
     """
     from slurmsched.planner import revert_action
     from slurmsched.planner.changes import live_text, original_text
-    from slurmsched.planner.plan import stamped_value, valued_at_submit
+    from slurmsched.planner.plan import stamped_value
 
     pending = {j.job_id: j for j in snapshot.pending}
     recorded = {c.job_id for c in changes if c.kind == SetSiteFactor.__name__}
@@ -489,8 +489,8 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
         if j.job_id in recorded or j.job_id in restored:
             continue
         # a job sprio does not list (held, or its begin time ahead since submit): the stamp tells
-        stamped = stamped_value(j) if j.site_factor is None else j.site_factor if valued_at_submit(j) else None
-        if stamped:
+        stamped = stamped_value(j)
+        if stamped and j.site_factor in (None, stamped):
             actions.append(SetSiteFactor(j.job_id, 0, stamped, "revert: SiteFactor set at submit by job_submit.lua"))
     return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in pending), tuple(left),
                       tuple(unmade))

@@ -40,9 +40,13 @@ SITE_FACTOR = SetSiteFactor.__name__
 SWITCHES = SetSwitches.__name__
 
 
+#: What ``job_submit.lua`` writes into a job's ``AdminComment`` before the value it gives.
+STAMP_PREFIX = "slurmsched:site_factor="
+
+
 def submit_stamp(value: int) -> str:
     """What ``job_submit.lua`` writes into the ``AdminComment`` of a job it gives ``value``."""
-    return f"slurmsched:site_factor={value}"
+    return f"{STAMP_PREFIX}{value}"
 
 
 def undo_reason(policy: str, protected: bool) -> str:
@@ -54,11 +58,10 @@ def undo_reason(policy: str, protected: bool) -> str:
 def stamped_value(job: JobRecord) -> int | None:
     """The SiteFactor ``job_submit.lua`` gave the job at submit, from the stamp in its
     ``AdminComment``; ``None`` when it carries no stamp."""
-    prefix = submit_stamp(0)[:-1]
     text = job.admin_comment or ""
-    if not text.startswith(prefix):
+    if not text.startswith(STAMP_PREFIX):
         return None
-    digits = text[len(prefix):]
+    digits = text.removeprefix(STAMP_PREFIX)
     return int(digits) if digits.isascii() and digits.isdigit() else None
 
 

@@ -323,22 +323,18 @@ class Engine:
             job = tracked.job
             job_id = job.job_id
             unsettled.discard(job_id)
-            if not eligible(job):
+            record = applied.get((job_id, SITE_FACTOR))
+            released = not eligible(job)  # protected or held: only slurmsched's value is undone
+            if released:
                 self._pinned.discard(job_id)
-                step, value, current = release_step(job, applied.get((job_id, SITE_FACTOR)), scale)
-                if step is send:
-                    ranked.append((tracked, SetSiteFactor(job_id, value, current,
-                                                          undo_reason(self.policy.name, True))))
-                    unsettled.add(job_id)
-                elif step is settle:
-                    settled.append((job_id, SITE_FACTOR))
-                continue
-            step, value, current = site_factor_step(job, tracked.score, reorders, applied.get((job_id, SITE_FACTOR)),
-                                                    scale)
+                step, value, current = release_step(job, record, scale)
+            else:
+                step, value, current = site_factor_step(job, tracked.score, reorders, record, scale)
             if step is keep:
                 pass
-            elif step is send:
-                ranked.append((tracked, SetSiteFactor(job_id, value, current)))  # reason added once chosen
+            elif step is send:  # the policy's reason is added once chosen
+                ranked.append((tracked, SetSiteFactor(job_id, value, current,
+                                                      undo_reason(self.policy.name, True) if released else "")))
                 unsettled.add(job_id)
             elif step is adopt:
                 adopted.append(SetSiteFactor(job_id, value, 0, tracker.explain(tracked, now)))
@@ -346,6 +342,8 @@ class Engine:
                 settled.append((job_id, SITE_FACTOR))
             elif step is hold:
                 held += 1
+            if released:
+                continue
             if switches_on and job.nodes > 1:
                 switches = tuner.switches(job, snapshot.config, (job_id, SWITCHES) in applied)
                 if switches is not None:

@@ -237,16 +237,16 @@ class Planner:
             if job is None:
                 continue
             record = applied.get((job.job_id, SITE_FACTOR))
-            if self.eligible(job):
+            released = not self.eligible(job)  # protected or held: only slurmsched's value is undone
+            if released:
+                step, value, current = self.release_step(job, record, scale)
+            else:
                 eligible.append(job)
                 step, value, current = self.site_factor_step(job, score.score, ranking.reorders, record, scale)
-                undo = not ranking.reorders
-            else:
-                step, value, current = self.release_step(job, record, scale)
-                undo = True
             rank_of[job.job_id] = score.rank
             if step is Step.SEND:
-                reason = undo_reason(ranking.policy, self.protected(job)) if undo else score.reason
+                reason = (score.reason if ranking.reorders and not released else
+                          undo_reason(ranking.policy, released))
                 ranked.append((score.rank, SetSiteFactor(job.job_id, value, current, reason)))
             elif step is Step.ADOPT:
                 adopted.append(SetSiteFactor(job.job_id, value, 0, score.reason))

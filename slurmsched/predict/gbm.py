@@ -3,8 +3,8 @@
 How a job is predicted (all in log2 seconds):
 
 1. **Point estimate.** History offers a few candidate estimates (the *experts* of
-   :mod:`slurmsched.predict.features`: the last run of the same user+name at the same
-   size, of the same user+name, of the same user with the same time limit, of the
+   :mod:`slurmsched.predict.features`: the last run of the same user+name+mem at the
+   same size, of the same user+name+mem, of the same user with the same time limit, of the
    same user). Each user carries a running record of how far each expert has been off
    on their recent jobs; the expert with the best record is used. Users re-run the same
    work, so an exact earlier run time is very often right, and no smoothed regression
@@ -69,7 +69,7 @@ from slurmsched.text import plural
 log = logging.getLogger(__name__)
 
 #: Version of the :meth:`SlurmschedPredictor.to_bytes` layout.
-FORMAT = 2
+FORMAT = 3
 #: Largest batch of distinct feature rows run through the compiled trees; bigger batches
 #: go through scikit-learn, whose per-row cost is lower once its 1-2 ms per call is paid
 #: (measured: 1 row 0.12 vs 4 ms, 100 rows 2.4 vs 5.7 ms, 10,000 rows 308 vs 133 ms).

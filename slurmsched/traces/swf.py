@@ -119,6 +119,7 @@ def _parse_row(fields: list[str], header: SwfHeader, epoch: float) -> JobRecord:
         procs = count(fields[7], "requested processors (field 8)")
     procs = max(procs, 0)  # a well-formed row may give none (0 or -1): a job without processors
     requested = number(fields[8], "requested time (field 9)")
+    memory_kb = number(fields[9], "requested memory (field 10)")
     status = integer(fields[10], "status (field 11)")
     user = integer(fields[11], "user id (field 12)")
     group = integer(fields[12], "group id (field 13)")
@@ -143,6 +144,7 @@ def _parse_row(fields: list[str], header: SwfHeader, epoch: float) -> JobRecord:
         time_limit_s=int(round(requested)) if requested > 0 else None,
         nodes=max(1, math.ceil(procs / header.procs_per_node)),
         cpus=procs,
+        memory_mb=round(memory_kb * procs / 1024) if memory_kb > 0 and procs > 0 else None,
         gpus=0,
     )
 

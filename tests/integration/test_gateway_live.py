@@ -17,6 +17,7 @@ from slurmsched.gateway import CliGateway
 from slurmsched.gateway.parse import accounting_name
 from slurmsched.gateway.pyslurm_backend import PyslurmGateway, import_pyslurm
 from slurmsched.model import JobRecord, JobState, SetFeatures, SetSiteFactor, SetSwitches
+from slurmsched.predict.features import kind
 
 pytestmark = pytest.mark.slurm
 
@@ -180,6 +181,31 @@ def test_finished_jobs_appear_in_finished_since(gateway, slurm_cluster, slurm_jo
     cancelled = by_key[(never_ran, JobState.CANCELLED)]
     assert (cancelled.start_time, cancelled.runtime_s, cancelled.node_list) == (None, None, "")
     assert gateway.finished_since(time.time() + 3600) == []
+
+
+def test_a_job_is_the_same_kind_pending_and_finished(gateway, slurm_cluster, slurm_jobs):
+    """The predictor keys a job's history on its name and memory per CPU (``kind``): squeue's
+    view of a pending job and sacct's of the finished one must give the same key, whichever
+    way the memory was asked for (or taken from DefMemPerCPU)."""
+    since = time.time() - 1
+    asks = {"none": (), "per-node": ("--mem=700",), "per-cpu": ("--mem-per-cpu=300", "-n", "3"),
+            "two-nodes": ("-N", "2", "--mem=500"), "gpus": ("--gres=gpu:a100:2", "-c", "4", "--mem=6G")}
+    ids = {slurm_jobs.submit("-H", "-t", "5", *args, name=label, wrap="true"): label for label, args in asks.items()}
+    for job_id in ids:
+        slurm_jobs.wait_state(job_id, {"PENDING"})
+    pending = {j.job_id: j for j in gateway.snapshot().jobs if j.job_id in ids}
+    slurm_cluster.run("scontrol", "release", *map(str, ids))
+
+    def finished():
+        done = {r.job_id: r for r in gateway.finished_since(since)
+                if r.job_id in ids and r.state is JobState.COMPLETED}
+        return done if len(done) == len(ids) else None
+
+    done = wait_until("accounting to record the jobs", finished, timeout=60, interval=1)
+    assert {ids[i]: kind(pending[i]) for i in ids} == {ids[i]: kind(done[i]) for i in ids}
+    per_cpu = {ids[i]: kind(done[i])[1] for i in ids}
+    assert (per_cpu["per-node"], per_cpu["per-cpu"], per_cpu["two-nodes"], per_cpu["gpus"]) == (700, 300, 500, 1536)
+    assert per_cpu["none"] > 0  # the dev cluster's DefMemPerCPU
 
 
 def test_missing_squeue_is_command_not_found(slurm_cluster, tmp_path: Path):

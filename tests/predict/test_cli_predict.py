@@ -135,16 +135,17 @@ def test_predict_jobid_shows_estimate_spread_and_source(tmp_path: Path, slurm_cl
     repo = SqlJobRepository.from_url(url)
     repo.ingest_finished([JobRecord(job_id=90_000_000 + i, user=user, name=name, submit_time=now - 4000 + i * 600,
                                     start_time=now - 4000 + i * 600, end_time=now - 4000 + i * 600 + 420,
-                                    state=JobState.COMPLETED, time_limit_s=3600, gpus=1, cluster="slurmsched")
+                                    state=JobState.COMPLETED, time_limit_s=3600, gpus=1, memory_mb=2000,
+                                    cluster="slurmsched")
                           for i in range(3)])
     repo.close()
-    job_id = slurm_jobs.submit("--hold", "--gres=gpu:1", "-t", "60", name="train")
+    job_id = slurm_jobs.submit("--hold", "--gres=gpu:1", "--mem=2000", "-t", "60", name="train")
     slurm_jobs.wait_state(job_id, {"PENDING"})
     shown = CliRunner().invoke(main, ["--config", str(config), "predict", str(job_id)], env={"SLURMSCHED_CONFIG": None})
     assert shown.exit_code == 0, shown.output
     assert f"job {job_id} ({user}, {name}, PENDING, time limit 01:00:00)" in shown.stdout
     assert "predicted run time 00:07:00" in shown.stdout
-    assert "source: user+name, same size: last run (3 runs)" in shown.stdout
+    assert "source: user+name+mem, same size: last run (3 runs)" in shown.stdout
     as_json = CliRunner().invoke(main, ["--config", str(config), "predict", "show", str(job_id), "--json"],
                                  env={"SLURMSCHED_CONFIG": None})
     data = json.loads(as_json.stdout)

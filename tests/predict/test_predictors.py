@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -82,6 +83,27 @@ def test_identical_names_across_users_are_kept_apart() -> None:
                                         job(901, "bob", "train", None, 1e6, limit=20000)])
         assert alice.estimate_s == pytest.approx(100, rel=0.01), name
         assert bob.estimate_s == pytest.approx(10000, rel=0.01), name
+
+
+def test_a_script_run_with_another_memory_request_keeps_its_own_history() -> None:
+    """The same user and name asking for other memory per CPU is another kind of work (``kind``):
+    its own runs, not the other kind's, are the user+name+mem expert's."""
+    history = []
+    for i in range(MIN_TRAIN_JOBS // 2 + 50):
+        for offset, memory, runtime in ((0, 4000, 120.0), (1, 64000, 7200.0)):
+            history.append(replace(job(2 * i + offset + 1, "alice", "align", runtime, i * 1000.0, limit=20000),
+                                   cpus=4, memory_mb=memory))
+    predictor = SlurmschedPredictor()
+    predictor.fit(history)
+    small, big, other_cpus, new = predictor.predict([
+        replace(job(9001, "alice", "align", None, 1e6, limit=20000), cpus=4, memory_mb=4000),
+        replace(job(9002, "alice", "align", None, 1e6, limit=20000), cpus=4, memory_mb=64000),
+        replace(job(9003, "alice", "align", None, 1e6, limit=20000), cpus=8, memory_mb=128000),
+        replace(job(9004, "alice", "align", None, 1e6, limit=20000), cpus=4, memory_mb=2000)])
+    assert small.estimate_s == pytest.approx(120, rel=0.01) and "user+name+mem" in small.source
+    assert big.estimate_s == pytest.approx(7200, rel=0.01) and "user+name+mem" in big.source
+    assert other_cpus.estimate_s == pytest.approx(7200, rel=0.01)  # 16,000 MB per CPU, as the big one
+    assert "user+name+mem" not in new.source  # a memory request never seen: no such history
 
 
 def test_new_name_of_known_user_and_new_user_say_so() -> None:

@@ -26,8 +26,8 @@ SWF_HEADER = """; Version: 2.2
 
 def swf_line(job: int, submit: int = 0, wait: int = 10, run: int = 100, procs: int = 4, req_procs: int = -1,
              req_time: int = 3600, status: int = 1, user: int = 7, group: int = 3, exe: int = 42,
-             queue: int = 1, part: int = -1) -> str:
-    fields = [job, submit, wait, run, procs, -1, -1, req_procs, req_time, -1, status, user, group, exe, queue,
+             queue: int = 1, part: int = -1, req_mem: int = -1) -> str:
+    fields = [job, submit, wait, run, procs, -1, -1, req_procs, req_time, req_mem, status, user, group, exe, queue,
               part, -1, -1]
     return " ".join(str(f) for f in fields) + "\n"
 
@@ -42,7 +42,7 @@ def bad(items) -> list[BadLine]:
 
 def test_swf_maps_fields(tmp_path: Path) -> None:
     path = tmp_path / "t.swf"
-    path.write_text(SWF_HEADER + swf_line(1, submit=5, wait=10, run=100, procs=4)
+    path.write_text(SWF_HEADER + swf_line(1, submit=5, wait=10, run=100, procs=4, req_mem=409600)
                     + swf_line(2, procs=-1, req_procs=3, req_time=-1, status=5, queue=2, exe=-1)
                     + swf_line(3, run=-1, wait=-1, queue=-1, part=2, status=0))
     jobs = records(iter_trace(path, "swf"))
@@ -52,8 +52,10 @@ def test_swf_maps_fields(tmp_path: Path) -> None:
     assert first.start_time == 1_000_000_015 and first.runtime_s == 100
     assert (first.user, first.account, first.name, first.partition) == ("7", "3", "42", "batch")
     assert (first.cpus, first.gpus, first.nodes, first.time_limit_s) == (4, 0, 2, 3600)
+    assert first.memory_mb == 1600  # field 10: 400 MB (409,600 kB) per processor
     assert first.state is JobState.COMPLETED
     assert (second.cpus, second.time_limit_s, second.name, second.partition) == (3, None, "", "short")
+    assert second.memory_mb is None
     assert second.state is JobState.CANCELLED
     assert third.start_time is None and third.runtime_s is None and third.partition == "2"
     assert third.state is JobState.FAILED

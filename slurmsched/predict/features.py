@@ -176,9 +176,10 @@ class FeatureState:
         self.expert_errors[user] = [USER_DECAY * r + (1 - USER_DECAY) * c for r, c in zip(record, charges)]
         self.site_errors = [SITE_DECAY * r + (1 - SITE_DECAY) * c for r, c in zip(self.site_errors, charges)]
 
-    def _expert_stats(self, job: JobRecord) -> tuple[RunStats | None, ...]:
-        user, work = job.user, kind(job)
-        return (self.pair_units.get((user, work, units(job))), self.pairs.get((user, work)),
+    def _expert_stats(self, job: JobRecord, work: tuple[str, int], size: int) -> tuple[RunStats | None, ...]:
+        """Statistics behind each expert, for ``job`` of ``kind`` ``work`` and ``units`` ``size``."""
+        user = job.user
+        return (self.pair_units.get((user, work, size)), self.pairs.get((user, work)),
                 self.user_limits.get((user, job.time_limit_s)), self.users.get((user,)))
 
     @staticmethod
@@ -191,7 +192,7 @@ class FeatureState:
     def experts(self, job: JobRecord) -> tuple[float, ...]:
         """Each expert's log2 estimate for the job now (NaN where it has none), capped at the limit."""
         limit = limit_of(job)
-        return self._expert_values(self._expert_stats(job), math.log2(limit) if limit is not None else _NAN)
+        return self._expert_values(self._expert_stats(job, kind(job), units(job)), math.log2(limit) if limit is not None else _NAN)
 
     def snapshot(self, job: JobRecord, cache: SnapshotCache | None = None) -> Snapshot:
         """The job's experts, trusted expert, anchor and feature row from the statistics now.
@@ -232,7 +233,7 @@ class FeatureState:
         user, work, size = job.user, kind(job), units(job)
         limit = limit_of(job)
         log_limit = math.log2(limit) if limit is not None else _NAN
-        stats = self._expert_stats(job)
+        stats = self._expert_stats(job, work, size)
         experts = self._expert_values(stats, log_limit)
         errors = self.expert_errors.get(user, self.site_errors)
         chosen, best = -1, math.inf

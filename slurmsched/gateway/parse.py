@@ -11,7 +11,9 @@ Handles both shapes Slurm has used:
   one record per node.
 
 Conventions: times are POSIX seconds as ``float`` (unset -> ``None``); time limits are
-seconds (``None`` when unlimited); ``memory_mb`` is the job's total requested memory;
+seconds (``None`` when unlimited); ``memory_mb`` is the job's total requested memory
+(``None`` when it asked for none and the site sets no default: ``--mem=0`` or no
+``DefMemPerCPU``/``DefMemPerNode``, whatever the node's memory);
 ``gpus`` is the job's total GPUs (allocated for running jobs, requested otherwise) and
 ``gpu_type`` the requested type, else the allocated one. ``squeue`` has no SiteFactor:
 callers pass the ``sprio`` values in. Live job names are given as accounting stores
@@ -512,6 +514,16 @@ def parse_sacct(raw: bytes | str) -> list[JobRecord]:
     return records
 
 
+def _asked_memory(required: Mapping[str, Any]) -> bool:
+    """Whether a job asked for memory, or got a default, as ``squeue`` shows it pending.
+
+    sacct's ``required`` holds the request (22.05 ``memory``; 24.11 and 25.11 ``memory_per_cpu``
+    and ``memory_per_node``), 0 for none. Its requested ``mem`` TRES is the total, but for
+    a job with none it is a whole node's memory (seen on 22.05 under ``CR_Core``).
+    """
+    return any(_int(required.get(key)) for key in ("memory", "memory_per_cpu", "memory_per_node"))
+
+
 def _placeholder(job: Mapping[str, Any]) -> bool:
     """22.05's slurmdbd first stores a finished batch job as a stub (name ``allocation``,
     time limit 0, nothing requested) and fills it in a second or two later."""
@@ -548,7 +560,7 @@ def _sacct_job(job: Mapping[str, Any]) -> JobRecord:
         time_limit_s=_minutes(times.get("limit")),
         nodes=_int(job.get("allocation_nodes")) or requested.get("node") or 1,
         cpus=_int(required.get("CPUs")) or requested.get("cpu") or 1,
-        memory_mb=requested.get("mem"),
+        memory_mb=requested.get("mem") if _asked_memory(required) else None,
         gpus=alloc_gpus or req_gpus,
         gpu_type=req_type or alloc_type,
         features=_text(job.get("constraints")),

@@ -186,10 +186,12 @@ def test_finished_jobs_appear_in_finished_since(gateway, slurm_cluster, slurm_jo
 def test_a_job_is_the_same_kind_pending_and_finished(gateway, slurm_cluster, slurm_jobs):
     """The predictor keys a job's history on its name and memory per CPU (``kind``): squeue's
     view of a pending job and sacct's of the finished one must give the same key, whichever
-    way the memory was asked for (or taken from DefMemPerCPU)."""
+    way the memory was asked for (or taken from DefMemPerCPU), or not asked for (``--mem=0``:
+    a whole node's)."""
     since = time.time() - 1
     asks = {"none": (), "per-node": ("--mem=700",), "per-cpu": ("--mem-per-cpu=300", "-n", "3"),
-            "two-nodes": ("-N", "2", "--mem=500"), "gpus": ("--gres=gpu:a100:2", "-c", "4", "--mem=6G")}
+            "two-nodes": ("-N", "2", "--mem=500"), "gpus": ("--gres=gpu:a100:2", "-c", "4", "--mem=6G"),
+            "whole-node": ("--mem=0",)}
     ids = {slurm_jobs.submit("-H", "-t", "5", *args, name=label, wrap="true"): label for label, args in asks.items()}
     for job_id in ids:
         slurm_jobs.wait_state(job_id, {"PENDING"})
@@ -206,6 +208,7 @@ def test_a_job_is_the_same_kind_pending_and_finished(gateway, slurm_cluster, slu
     per_cpu = {ids[i]: kind(done[i])[1] for i in ids}
     assert (per_cpu["per-node"], per_cpu["per-cpu"], per_cpu["two-nodes"], per_cpu["gpus"]) == (700, 300, 500, 1536)
     assert per_cpu["none"] > 0  # the dev cluster's DefMemPerCPU
+    assert per_cpu["whole-node"] == 0  # not the node's memory, which sacct's TRES holds
 
 
 def test_missing_squeue_is_command_not_found(slurm_cluster, tmp_path: Path):

@@ -15,6 +15,7 @@ from slurmsched.gateway.parse import parse_sacct, parse_sinfo, parse_squeue
 from slurmsched.gateway.slurm_config import parse_duration, parse_show_config, scheduler_config
 from slurmsched.gateway.sprio import parse_sprio
 from slurmsched.model import GresRequest, JobState
+from slurmsched.predict.features import kind
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-json"
 
@@ -154,6 +155,17 @@ def test_sacct_2205_records():
     assert (done.start_time, done.end_time, done.runtime_s) == (1795347201.0, 1795347206.0, 5.0)
     assert (done.gpus, done.gpu_type, done.time_limit_s, done.exit_code) == (4, "a100", 600, 0)
     assert done.node_list == "gpu01" and done.features == "a100" and done.memory_mb == 2048
+
+
+def test_a_job_that_asked_for_no_memory_has_none_in_accounting_as_in_the_queue():
+    """Under ``CR_Core`` with no ``DefMemPerCPU`` (recorded on 22.05), sacct's requested
+    ``mem`` is a whole node's (128000 MB) for a job that asked for none, while squeue shows
+    it none: the predictor's key for the job (:func:`kind`) must be the same in both."""
+    pending = by_id(parse_squeue(raw("22.05/squeue_cr_core.json")))
+    done = by_id(parse_sacct(raw("22.05/sacct_cr_core.json")))
+    assert [(r.job_id, r.memory_mb) for r in done.values()] == [(9, None), (10, 900)]
+    assert {i: kind(j) for i, j in pending.items()} == {i: kind(r) for i, r in done.items()}
+    assert kind(done[9]) == ("none", 0) and kind(done[10]) == ("per-cpu", 300)
 
 
 def test_sacct_2205_requeued_attempts_and_unreliable_exit_codes():

@@ -2,7 +2,8 @@
 
 Checked against what the controller itself says (``scontrol``/``squeue`` in its container):
 GPU counts and types, multi-node and array jobs, jobs without GPUs, unlimited and set time
-limits, a hostile name, and the nodes' GRES.
+limits, a hostile name, and the nodes' GRES; and a job's memory request, the same pending
+(``squeue``) and finished (``sacct``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import json
 
 import pytest
 
-from slurmsched.gateway.parse import accounting_name
+from slurmsched.gateway.parse import accounting_name, parse_sacct, parse_squeue
+from slurmsched.model import JobState
+from slurmsched.predict.features import kind
 from slurmsched.gateway.show_partition import parse_partitions
 
 pytestmark = pytest.mark.compose
@@ -76,3 +79,27 @@ def test_partitions_parse_from_2411(compose):
         compose.slurm("scontrol", "update", "PartitionName=short", "PriorityJobFactor=1", "PriorityTier=1")
     assert [(p.name, p.tier, p.default, p.priority_factor) for p in parse_partitions(text)] == [
         ("gpu", 1, True, 0.25), ("short", 2, False, 1.0)]
+
+
+def test_a_job_is_the_same_kind_pending_and_finished_on_2411(compose, compose_jobs):
+    """24.11's sacct writes the memory request as ``memory_per_cpu``/``memory_per_node``
+    (22.05: ``memory``), and its requested ``mem`` TRES as a whole node's for ``--mem=0``:
+    the predictor's key for a job (:func:`kind`) must read the same from both commands."""
+    asks = {"none": (), "per-node": ("--mem=700",), "per-cpu": ("--mem-per-cpu=300", "-n", "3"),
+            "whole-node": ("--mem=0",)}
+    ids = {compose_jobs.submit("-H", "-p", "short", "-t", "5", *args, name=label, wrap="true"): label
+           for label, args in asks.items()}
+    pending = {j.job_id: j for j in parse_squeue(compose.slurm("squeue", "--json").stdout) if j.job_id in ids}
+    assert set(pending) == set(ids)
+    compose.slurm("scontrol", "release", *map(str, ids))
+
+    def finished():
+        doc = compose.slurm("sacct", "--json", "-j", ",".join(map(str, ids))).stdout
+        done = {r.job_id: r for r in parse_sacct(doc) if r.state is JobState.COMPLETED}
+        return done if set(done) == set(ids) else None
+
+    done = compose.wait("accounting to record the jobs", finished, timeout=90)
+    assert {ids[i]: kind(pending[i]) for i in ids} == {ids[i]: kind(done[i]) for i in ids}
+    per_cpu = {ids[i]: kind(done[i])[1] for i in ids}
+    assert (per_cpu["per-node"], per_cpu["per-cpu"], per_cpu["whole-node"]) == (700, 300, 0)
+    assert per_cpu["none"] > 0  # the cluster's DefMemPerCPU

@@ -117,12 +117,19 @@ def integer(text: str, what: str) -> int:
     return int(value)
 
 
-def count(text: str, what: str) -> int:
+def count(text: str, what: str, *, unknown_below_zero: bool = False) -> int:
     """Parse a count field (nodes, processors, GPUs) as :func:`integer`, raising
-    :class:`RowError` when its magnitude exceeds :data:`MAX_COUNT`."""
+    :class:`RowError` when it is negative or its magnitude exceeds :data:`MAX_COUNT`.
+
+    Args:
+        unknown_below_zero: let a negative value through, for formats that write unknown
+            so (SWF's -1); the caller decides what it means.
+    """
     value = integer(text, what)
     if abs(value) > MAX_COUNT:
         raise RowError(f"{what} is out of range ({text!r})")
+    if value < 0 and not unknown_below_zero:
+        raise RowError(f"{what} is negative ({text!r})")
     return value
 
 

@@ -93,10 +93,13 @@ def _eagle_row(row: dict[str, str], _: int) -> JobRecord:
     end = utc_timestamp(end_text, "end_time") if end_text else None
     if start is not None and end is not None and end < start:
         raise RowError("end_time is before start_time")
+    submit = utc_timestamp(row["submit_time"], "submit_time")
+    if start is not None and start < submit:
+        raise RowError("start_time is before submit_time")
     return JobRecord(
         job_id=integer(row["job_id"], "job_id"),
         user=row["user"].strip(),
-        submit_time=utc_timestamp(row["submit_time"], "submit_time"),
+        submit_time=submit,
         name=row["name"].strip(),
         account=row["account"].strip(),
         partition=row["partition"].strip(),
@@ -107,7 +110,7 @@ def _eagle_row(row: dict[str, str], _: int) -> JobRecord:
         time_limit_s=int(round(limit)) if limit > 0 else None,
         nodes=max(1, count(row["nodes_req"], "nodes_req")),
         cpus=max(1, count(row["processors_req"], "processors_req")),
-        gpus=max(0, count(row["gpus_req"], "gpus_req")),
+        gpus=count(row["gpus_req"], "gpus_req"),
         memory_mb=int(memory) if memory > 0 else None,
     )
 

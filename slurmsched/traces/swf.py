@@ -114,9 +114,9 @@ def _parse_row(fields: list[str], header: SwfHeader, epoch: float) -> JobRecord:
         raise RowError("submit time (field 2) is missing")
     wait = number(fields[2], "wait time (field 3)")
     run = number(fields[3], "run time (field 4)")
-    procs = count(fields[4], "allocated processors (field 5)")
+    procs = count(fields[4], "allocated processors (field 5)", unknown_below_zero=True)
     if procs <= 0:
-        procs = count(fields[7], "requested processors (field 8)")
+        procs = count(fields[7], "requested processors (field 8)", unknown_below_zero=True)
     procs = max(procs, 0)  # a well-formed row may give none (0 or -1): a job without processors
     requested = number(fields[8], "requested time (field 9)")
     memory_kb = number(fields[9], "requested memory (field 10)")

@@ -149,12 +149,14 @@ def test_philly_rows(tmp_path: Path) -> None:
                     "2017-10-09 07:01:55,66.0,1,66.0,vc1\n"
                     "not-a-date,66.0,1,66.0,vc1\n"
                     "2017-10-09 07:02:00,30.0,8,240.0\n"
-                    "2017-10-09 07:03:00,30.0,8,240.0,vc2\n")
+                    "2017-10-09 07:03:00,30.0,8,240.0,vc2\n"
+                    "2017-10-09 07:04:00,30.0,-2,-60.0,vc2\n")
     items = list(iter_trace(path, "philly"))
     jobs = records(items)
     assert [j.job_id for j in jobs] == [1, 4]
     assert jobs[0].submit_time == 1507532515.0 and jobs[0].runtime_s == 66 and jobs[0].partition == "vc1"
-    assert [b.lineno for b in bad(items)] == [3, 4]
+    assert [b.lineno for b in bad(items)] == [3, 4, 6]
+    assert bad(items)[2].reason == "num_gpus is negative ('-2')"
 
 
 def _itp_csv(rows: list[str]) -> bytes:
@@ -195,14 +197,18 @@ def test_eagle_rows(tmp_path: Path) -> None:
                       "2019-01-01 00:11:00,600.0,TIMEOUT,train,w,s\n"
                     + "6,u1,a1,p1,normal,,1,1,0,0.0,2019-01-01 00:00:00,,,0.0,CANCELLED by 0,n,w,s\n"
                     + "7,u1,a1,p1,normal,60,1,1,0,0,2019-01-01 00:00:00,2019-01-01 00:05:00,"
-                      "2019-01-01 00:01:00,0,COMPLETED,n,w,s\n")
+                      "2019-01-01 00:01:00,0,COMPLETED,n,w,s\n"
+                    + "8,u1,a1,p1,normal,60,1,1,0,0,2019-01-01 00:10:00,2019-01-01 00:05:00,"
+                      "2019-01-01 00:06:00,60,COMPLETED,n,w,s\n"
+                    + "9,u1,a1,p1,normal,60,1,1,-1,0,2019-01-01 00:00:00,,,0,PENDING,n,w,s\n")
     items = list(iter_trace(path, "eagle"))
     first, second = records(items)
     assert (first.user, first.account, first.partition, first.qos, first.name) == ("u1", "a1", "p1", "normal", "train")
     assert (first.time_limit_s, first.nodes, first.cpus, first.gpus, first.memory_mb) == (3600, 2, 72, 2, 1024)
     assert first.runtime_s == 600 and first.state is JobState.TIMEOUT
     assert second.time_limit_s is None and second.start_time is None and second.state is JobState.CANCELLED
-    assert [(b.lineno, "before" in b.reason) for b in bad(items)] == [(4, True)]
+    assert [(b.lineno, b.reason) for b in bad(items)] == [
+        (4, "end_time is before start_time"), (5, "start_time is before submit_time"), (6, "gpus_req is negative ('-1')")]
 
 
 def test_unreadable_inputs_raise_typed_errors(tmp_path: Path) -> None:

@@ -13,16 +13,25 @@ from slurmsched.errors import OutputError
 
 
 def output_dir(path: str, option: str) -> Path:
-    """Create the directory ``path`` (with its parents) now.
+    """Check, before the work starts, that the directory ``path`` can be written or made.
+
+    Nothing is created here: the writer makes the directory (with its parents), so a run
+    that fails before it leaves nothing behind.
 
     Raises:
-        OutputError: it cannot be created or written, naming ``option``.
+        OutputError: ``path`` is empty, or it (or the nearest part of it that exists) is
+            not a writable directory, naming ``option``.
     """
+    if not path.strip():
+        raise OutputError(f"{option}: give a directory (the value is empty)")
     out = Path(path)
-    with writing(out, option):
-        out.mkdir(parents=True, exist_ok=True)
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise OutputError(f"{option} {path}: the directory is not writable")
+    existing = out
+    while not existing.exists() and existing != existing.parent:  # the nearest ancestor there is
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputError(f"{option} {path}: cannot write ({existing} is not a directory)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {path}: cannot write ({existing} is not writable)")
     return out
 
 
@@ -47,7 +56,8 @@ def writing(path: Path, option: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise OutputError(f"{option} {path}: cannot write ({exc.strerror or exc})") from None
+        where = f"{exc.filename}: " if exc.filename and str(exc.filename) != str(path) else ""
+        raise OutputError(f"{option} {path}: cannot write ({where}{exc.strerror or exc})") from None
 
 
 def columns(text: str) -> int:

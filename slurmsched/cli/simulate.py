@@ -89,7 +89,7 @@ if TYPE_CHECKING:
               envvar="SLURMSCHED_SIMULATE_JSON", allow_from_autoenv=False, show_envvar=True,
               help="Print {\"jobs\": N, \"left_out\": {...}, \"policies\": {...}} only.")
 @click.option("--progress/--no-progress", default=True, show_default=True, envvar="SLURMSCHED_SIMULATE_PROGRESS",
-              show_envvar=True, help="Progress bars on stderr.")
+              show_envvar=True, help="Progress bars on stderr (when it is a terminal).")
 @click.pass_context
 def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bool, db_url: str | None,
              cluster_name: str | None, since: float | None, until: float | None, warmup: float | None,
@@ -115,8 +115,9 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         raise ConfigError("give --gpus or --nodes, not both")
     if nodes_from_slurm and (gpus, nodes, gpus_per_node) != (None, None, None):
         raise ConfigError("give --nodes-from-slurm or --gpus/--nodes/--gpus-per-node, not both")
-    if trace is not None and (cluster_name, since, until) != (None, None, None):
-        raise ConfigError("--cluster, --since and --until choose jobs of --from-db (use --jobs N with a trace)")
+    if trace is not None and (cluster_name, since, until, warmup) != (None, None, None, None):
+        raise ConfigError("--cluster, --since, --until and --warmup choose jobs of --from-db"
+                          " (use --jobs N with a trace)")
     if warmup is not None and since is None:
         raise ConfigError("--warmup needs --since (the warm-up is the time before it)")
     if since is not None and until is not None and since >= until:
@@ -125,7 +126,6 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
     out = output_dir(out_dir, "--out") if out_dir is not None else None
     config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers,
                                             submit_plugin=submit_plugin)
-    config = config.with_overrides("daemon", interval_s=interval_s)
     policies = parse_policies(policy_names, config)
     live = None
     if nodes_from_slurm:  # before a long read: Slurm may be down
@@ -137,6 +137,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
     if config.sim.submit_plugin and config.daemon.submit_cache_entries == 0:
         raise ConfigError("sim.submit_plugin models job_submit.lua reading the daemon's submit cache, but "
                           "daemon.submit_cache_entries = 0 writes none: give --no-submit-plugin, or entries > 0")
+    config = _with_interval(config, interval_s)
     if trace is not None:
         assert fmt is not None  # checked above
         workload = load_trace(trace, fmt, limit=limit, progress=progress)
@@ -169,6 +170,28 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
             written = write_report(comparison, out)
         if not as_json:
             click.echo("wrote " + ", ".join(str(p) for p in written))
+
+
+def _with_interval(config: Config, interval_s: float | None) -> Config:
+    """``config`` with the simulated daemon's cycle interval (``--interval``).
+
+    Without the submit plugin the simulated daemon writes no cache, so its
+    ``submit_cache_max_age_s`` does not bound the interval; with it, the plugin ignores a
+    cache older than that, as the script does.
+
+    Raises:
+        ConfigError: ``--submit-plugin`` with an interval longer than the cache's max age.
+    """
+    if interval_s is None:
+        return config
+    if not config.sim.submit_plugin:
+        return config.with_overrides("daemon", interval_s=interval_s, submit_cache_entries=0)
+    max_age = config.daemon.submit_cache_max_age_s
+    if interval_s > max_age:
+        raise ConfigError(f"--interval {interval_s:g} s is longer than daemon.submit_cache_max_age_s ({max_age:g} s),"
+                          " after which job_submit.lua (modelled: --submit-plugin) ignores the daemon's cache:"
+                          " raise that key, or give --no-submit-plugin")
+    return config.with_overrides("daemon", interval_s=interval_s)
 
 
 def _site_runs_the_script(config: Config) -> bool:

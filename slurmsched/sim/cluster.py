@@ -16,6 +16,7 @@ from typing import Sequence
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import NodeRecord, PartitionRecord
+from slurmsched.text import plural
 
 #: Most nodes, and most GPUs on one node, a simulated cluster may have (Fugaku has 158,976
 #: nodes): a bigger size is a typo or a broken trace, and its nodes would not fit in memory.
@@ -165,8 +166,8 @@ class ClusterSpec:
         shapes: dict[int, int] = {}
         for node in self.nodes:
             shapes[node.gpus] = shapes.get(node.gpus, 0) + 1
-        parts = [f"{count} nodes x {gpus}" for gpus, count in sorted(shapes.items())]
-        return f"{' + '.join(parts)} = {self.total_gpus} GPUs"
+        parts = [f"{plural(count, 'node')} x {gpus}" for gpus, count in sorted(shapes.items())]
+        return f"{' + '.join(parts)} = {plural(self.total_gpus, 'GPU')}"
 
 
 def expand_hostlist(text: str) -> list[str]:

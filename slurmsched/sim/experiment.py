@@ -37,7 +37,8 @@ class Comparison:
         source: where the jobs came from.
         jobs: jobs simulated and measured (those the cluster can run; not the warm-up).
         cluster: the simulated cluster; ``size_note``: where its size came from.
-        offered_load: work offered per GPU-second over the arrival span.
+        offered_load: work offered per GPU-second over the arrival span (``None``: the
+            jobs all arrive at once).
         interval_s: the daemon's cycle interval used.
         runs: one per policy, in the order asked for.
         slurmctld: the simulated slurmctld's settings (``[sim]``, or the live cluster's
@@ -52,7 +53,7 @@ class Comparison:
     jobs: int
     cluster: ClusterSpec
     size_note: str
-    offered_load: float
+    offered_load: float | None
     interval_s: float
     runs: tuple[PolicyRun, ...]
     slurmctld: SimSection

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from slurmsched.sim.experiment import Comparison
@@ -39,9 +43,10 @@ def render_table(comparison: Comparison) -> str:
     c = comparison
     left_out = c.left_out.describe()
     window = _window_clause(c.window) if c.window is not None else ""
+    load = "n/a (the jobs arrive at once)" if c.offered_load is None else f"{c.offered_load:.0%}"
     lines = [f"{c.source}{f' {window}' if window else ''}: {plural(c.jobs, 'job')}"
              f"{f' ({left_out})' if left_out else ''} "
-             f"on {c.cluster.describe()} ({c.size_note}); offered load {c.offered_load:.0%}; "
+             f"on {c.cluster.describe()} ({c.size_note}); offered load {load}; "
              f"daemon cycle every {c.interval_s:g} s{'; job_submit.lua modelled' if c.slurmctld.submit_plugin else ''}"]
     width = max([13, *(len(run.policy.name) for run in c.runs)])
     header = (f"{'policy':<{width}} {'avg JCT':>8} {'vsFIFO':>6} {'avg wait':>8} {'vsFIFO':>6} {'p50 wait':>8} "
@@ -113,11 +118,29 @@ def details(comparison: Comparison) -> dict[str, object]:
 
 
 def write_report(comparison: Comparison, out: Path) -> list[Path]:
-    """Write the table, the JSON and the plots into ``out`` (created if missing); returns the files."""
+    """Write the table, the JSON and the plots into ``out`` (created if missing); returns the files.
+
+    They are written into a scratch directory in ``out`` first and renamed into place
+    together, so a failed write leaves ``out`` as it was (an earlier report whole).
+
+    Raises:
+        OSError: a file could not be written, or its place in ``out`` is a directory
+            (``filename`` names it).
+    """
     out.mkdir(parents=True, exist_ok=True)
-    (out / TABLE_FILE).write_text(render_table(comparison) + "\n", encoding="utf-8")
-    (out / RESULTS_FILE).write_text(json.dumps(details(comparison), indent=2) + "\n", encoding="utf-8")
-    return [out / TABLE_FILE, out / RESULTS_FILE] + write_plots(comparison, out)
+    scratch = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
+    try:
+        (scratch / TABLE_FILE).write_text(render_table(comparison) + "\n", encoding="utf-8")
+        (scratch / RESULTS_FILE).write_text(json.dumps(details(comparison), indent=2) + "\n", encoding="utf-8")
+        names = [TABLE_FILE, RESULTS_FILE] + [p.name for p in write_plots(comparison, scratch)]
+        for name in names:
+            if (out / name).is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(out / name))
+        for name in names:
+            os.replace(scratch / name, out / name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return [out / name for name in names]
 
 
 def write_plots(comparison: Comparison, out: Path) -> list[Path]:

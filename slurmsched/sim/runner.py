@@ -84,7 +84,7 @@ class SimSettings:
     Attributes:
         interval_s: the daemon's cycle interval in simulated seconds.
         bf_max_job_test: jobs the simulated scheduler tests per pass.
-        progress: show a tqdm progress bar.
+        progress: show a tqdm progress bar (on a terminal only).
         submit_plugin: model ``job_submit.lua`` (:mod:`slurmsched.sim.submit_plugin`): the
             daemon keeps its submit cache in the simulated plugin, which values new jobs
             from it.
@@ -202,7 +202,8 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
     last_cycle = -math.inf
     cycles = 0
     engine_s = 0.0
-    bar = tqdm(total=len(sim_jobs), desc=label or "simulating", unit=" jobs", disable=not settings.progress,
+    bar = tqdm(total=len(sim_jobs), desc=label or "simulating", unit=" jobs",
+               disable=None if settings.progress else True,  # None: on a terminal only
                mininterval=0.5, leave=False, position=position)
 
     def started(batch: list[SimJob]) -> None:

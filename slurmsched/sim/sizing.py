@@ -97,22 +97,30 @@ def _work_rate(workload: Workload, spec: ClusterSpec | None = None) -> float:
 
 
 def _by_load(workload: Workload, per_node: int, target_load: float) -> tuple[ClusterSpec, str]:
-    """Nodes for ``target_load`` offered load, within the bounds, and a note that says which held."""
-    needed = _work_rate(workload) / target_load  # GPUs
+    """Nodes for ``target_load`` offered load, within the bounds, and a note that says which
+    held (or, when whole nodes move the load off the target, the load they give)."""
+    rate = _work_rate(workload)
+    needed = rate / target_load  # GPUs
     wanted = round(needed / per_node)
     biggest = math.ceil(workload.max_units / per_node)
     everything = math.ceil(sum(j.units for j in workload.jobs) / per_node)
     if wanted > everything:
         spec = ClusterSpec.uniform(everything, per_node)
         jobs = f"all {len(workload.jobs)} jobs" if len(workload.jobs) > 1 else "its one job"
-        return spec, (f"room for {jobs} at once: the arrivals span too little time to size for "
-                      f"{target_load:.0%} offered load")
+        if len(workload.measured().jobs) < len(workload.jobs):
+            jobs += " (the warm-up's included)"
+        why = ("no arrival span to size for" if workload.measured().span_s == 0 else
+               f"{target_load:.0%} offered load would need {math.ceil(needed):,} GPUs")
+        return spec, f"room for {jobs} at once: {why}"
     if wanted < biggest:
         spec = ClusterSpec.uniform(biggest, per_node)
         least = max(math.ceil(needed), 1)
         return spec, (f"as big as the biggest job: {target_load:.0%} offered load would need only "
                       f"{plural(least, 'GPU')}")
-    return ClusterSpec.uniform(wanted, per_node), f"sized for {target_load:.0%} offered load"
+    note = f"sized for {target_load:.0%} offered load"
+    if f"{rate / (wanted * per_node):.0%}" != f"{target_load:.0%}":
+        note += f" ({rate / (wanted * per_node):.0%} on whole nodes)"
+    return ClusterSpec.uniform(wanted, per_node), note
 
 
 def _swf_machine(max_procs: int, per_node: int) -> tuple[ClusterSpec, str]:
@@ -178,6 +186,9 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
         else:
             spec, note = _swf_machine(header.max_procs, per_node)
     elif fmt == "helios" and path is not None and (pools := helios_pools(path)):
+        if request.gpus_per_node is not None:
+            raise ConfigError("--gpus-per-node: the trace's per-VC pool sizes give its nodes and their GPUs; "
+                              "give --nodes or --gpus as well to size the cluster otherwise")
         spec, note = ClusterSpec.pools(pools), "Helios per-VC pool sizes"
     else:
         try:
@@ -192,8 +203,11 @@ def size_cluster(workload: Workload, request: SizeRequest, *, path: str | Path |
     return spec, note
 
 
-def offered_load(workload: Workload, spec: ClusterSpec) -> float:
+def offered_load(workload: Workload, spec: ClusterSpec) -> float | None:
     """Work offered per GPU-second of the cluster over the arrival span of the measured
     jobs (a warm-up's jobs are left out, and so is the work of jobs larger than their
-    partition, which the simulation leaves out)."""
+    partition, which the simulation leaves out); ``None`` when they all arrive at once
+    (there is no span to spread the work over)."""
+    if workload.measured().span_s == 0:
+        return None
     return _work_rate(workload, spec) / spec.total_gpus

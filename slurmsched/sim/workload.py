@@ -287,8 +287,8 @@ def load_trace(path: str | Path, fmt: str, *, limit: int | None = None, progress
     records: list[JobRecord] = []
     lines = array("q")
     bad: list[int] = []
-    items = tqdm(iter_numbered(path, fmt), desc="reading trace", unit=" jobs", disable=not progress,
-                 mininterval=0.5, leave=False)
+    items = tqdm(iter_numbered(path, fmt), desc="reading trace", unit=" jobs",
+                 disable=None if progress else True, mininterval=0.5, leave=False)  # None: on a terminal only
     for lineno, item in items:
         if isinstance(item, BadLine):
             bad.append(lineno)

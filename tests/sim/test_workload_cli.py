@@ -82,6 +82,10 @@ def test_cluster_size_from_options_header_pools_or_load(tmp_path: Path) -> None:
     helios = tmp_path / "h.csv"
     helios.write_text("# per-VC pool sizes (nodes, 8 GPU/node): vcA=3, vcB=1\njob_id,user\n")
     assert helios_pools(helios) == {"vcA": (3, 8), "vcB": (1, 8)}
+    with pytest.raises(ConfigError, match=r"--gpus-per-node: the trace's per-VC pool sizes give its nodes"):
+        size_cluster(workload, SizeRequest(0.5, 8, gpus_per_node=4), path=helios, fmt="helios")
+    spec, _ = size_cluster(workload, SizeRequest(0.5, 8, gpus=8, gpus_per_node=4), path=helios, fmt="helios")
+    assert spec.describe() == "2 nodes x 4 = 8 GPUs"
 
 
 def test_metrics() -> None:
@@ -162,6 +166,10 @@ def test_a_policy_is_compared_with_other_settings(tmp_path: Path) -> None:
     (["--trace", "x.swf", "--format", "swf", "--workers", "0"], "--workers"),
     (["--trace", "x.swf", "--format", "swf", "--nodes-from-slurm", "--gpus", "4"], "not both"),
     (["--trace", "x.swf", "--format", "swf", "--since", "30d"], "choose jobs of --from-db"),
+    (["--trace", "x.swf", "--format", "swf", "--warmup", "1h"], "choose jobs of --from-db"),
+    (["--trace", "x.swf", "--format", "swf", "--out", ""], "--out: give a directory (the value is empty)"),
+    (["--trace", "x.swf", "--format", "swf", "--interval", "20m", "--submit-plugin"],
+     "--interval 1200 s is longer than daemon.submit_cache_max_age_s (900 s)"),
     (["--trace", "x.swf", "--format", "swf", "--out", "x.swf/report"], "--out x.swf/report: cannot write"),
     (["--trace", "x.swf", "--format", "swf", "--policy", "fifo,qssf:max_wait_h=soon"],
      "--policy qssf:max_wait_h=soon: policy.qssf.max_wait_h must be a number (got 'soon')"),
@@ -172,6 +180,39 @@ def test_simulate_command_refuses_bad_input(args: list[str], message: str, tmp_p
     write_swf(tmp_path / "x.swf", [(1, 0, 10, 1, 20, 1)])
     result = CliRunner().invoke(main, ["simulate", *args, "--no-progress"], env={"SLURMSCHED_CONFIG": None})
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_an_interval_past_the_cache_age_needs_no_cache_and_bars_stay_off_a_pipe(tmp_path: Path) -> None:
+    """Without the submit plugin the simulated daemon writes no cache, so its max age does
+    not bound ``--interval``; progress bars (on by default) go only to a terminal."""
+    trace = write_swf(tmp_path / "x.swf", [(i, i * 600, 1800, 1, 3600, 1) for i in range(1, 40)])
+    result = CliRunner().invoke(main, ["simulate", "--trace", str(trace), "--format", "swf",
+                                       "--policy", "fifo,qssf", "--interval", "20m"], env={"SLURMSCHED_CONFIG": None})
+    assert result.exit_code == 0, result.output
+    assert "daemon cycle every 1200 s" in result.stdout
+    assert result.stderr == ""  # no bar: stderr is not a terminal
+
+
+def test_a_failed_run_leaves_out_as_it_was(tmp_path: Path) -> None:
+    """--out is checked first but made only when the report is written; a report that
+    cannot be written whole leaves the one before in place, and the error names the file."""
+    trace = write_swf(tmp_path / "x.swf", [(i, i * 30, 60, 1, 100, 1) for i in range(1, 20)])
+    missing = _simulate("--trace", str(tmp_path / "missing.swf"), "--format", "swf", "--out", str(tmp_path / "a/b"))
+    assert missing.exit_code == 2 and "cannot read trace" in missing.output
+    assert not (tmp_path / "a").exists()
+    out = tmp_path / "out"
+    first = _simulate("--trace", str(trace), "--format", "swf", "--out", str(out))
+    assert first.exit_code == 0, first.output
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == ["jct_cdf.png", "results.json", "table.txt", "wait_by_size.png"]
+    (out / "wait_by_size.png").unlink()
+    (out / "wait_by_size.png").mkdir()
+    second = _simulate("--trace", str(trace), "--format", "swf", "--out", str(out), "--interval", "90")
+    assert second.exit_code == 2 and "Traceback" not in second.output
+    assert f"--out {out}: cannot write ({out / 'wait_by_size.png'}: Is a directory)" in second.output
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == {
+        name: data for name, data in before.items() if name != "wait_by_size.png"}
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no scratch directory left
 
 
 def test_nodes_from_slurm_needs_multifactor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -325,8 +366,18 @@ def test_cluster_size_notes_and_advice_fit_how_it_was_sized(tmp_path: Path,
 def test_sizing_for_load_says_when_a_bound_held() -> None:
     one = workload_from_records([record(1, 0.0, 3600.0, gpus=8)], "one")
     spec, note = size_cluster(one, REQUEST)
-    assert spec.total_gpus == 8 and note == ("room for its one job at once: the arrivals span too little time to "
-                                            "size for 50% offered load")
+    assert spec.total_gpus == 8 and note == "room for its one job at once: no arrival span to size for"
+    assert offered_load(one, spec) is None  # no span to spread its work over
+    # three 8-GPU jobs of an hour 10 s apart: half load would need thousands of GPUs; the
+    # first is the warm-up's, counted in the room but not in the load
+    burst = workload_from_records([record(i, 10.0 * i, 3600.0, gpus=8) for i in range(3)], "burst")
+    spec, note = size_cluster(dataclasses.replace(burst, measured_from=5.0), REQUEST)
+    assert spec.total_gpus == 24
+    assert note == "room for all 3 jobs (the warm-up's included) at once: 50% offered load would need 11,520 GPUs"
+    # 5.6 GPUs of work at 50% load need 11.2 GPUs: one node of 8 gives 70%, and says so
+    rounded = workload_from_records([record(1, 0.0, 5599.0, gpus=1), record(2, 1000.0, 1.0, gpus=1)], "rounded")
+    spec, note = size_cluster(rounded, REQUEST)
+    assert spec.total_gpus == 8 and note == "sized for 50% offered load (70% on whole nodes)"
     # two 1-GPU jobs a day apart: half load needs less than one GPU (said as 1), but the biggest job needs 8
     sparse = workload_from_records([record(1, 0.0, 60.0, gpus=1), record(2, 86400.0, 60.0, gpus=1),
                                     record(3, 3600.0, 60.0, gpus=8)], "sparse")
@@ -362,7 +413,7 @@ def test_left_out_jobs_and_lines_are_counted_on_screen_and_in_results(tmp_path: 
     result = _simulate("--trace", str(path), "--format", "eagle", "--gpus", "8", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert (f"{path}: 3 jobs (7 left out: 6 CPU-only in a GPU workload, 1 without a run time; "
-            "7 unreadable lines: 7, 8, 9, 10, 11 and 2 more) on 1 nodes x 8") in result.output
+            "7 unreadable lines: 7, 8, 9, 10, 11 and 2 more) on 1 node x 8 = 8 GPUs") in result.output
     left_out = _details(out)["left_out"]
     assert left_out == {"jobs": 7, "cpu_only": 6, "no_run_time": 0 + 1, "never_ran": 0, "no_processors": 0,
                         "too_big_for_partition": 0, "unreadable_lines": 7,

@@ -151,7 +151,7 @@ class Workload:
 
     Attributes:
         jobs: the jobs to replay.
-        source: where they came from (a path, or ``"history"``).
+        source: where they came from (a path, or ``"history of CLUSTER"``).
         left_out: unreadable trace rows, and readable jobs that cannot be replayed (no
             run time, no GPUs in a GPU workload, no processors in a CPU one).
         measured_from: jobs submitted before this time (POSIX seconds) are a warm-up:
@@ -345,7 +345,8 @@ def workload_from_history(records: Sequence[JobRecord], *, cluster: str | None =
         log.info("%d later attempts of requeued jobs replay as jobs of their own (ids from %d)",
                  next_id - first_fresh, first_fresh)
     measured_from = since if warmup_s > 0 else None
-    workload = workload_from_records(replayed, f"history of {cluster}" if cluster else "history",
+    name = cluster or (chosen[0].cluster if chosen else "")
+    workload = workload_from_records(replayed, f"history of {name}" if name else "history",
                                      measured_from=measured_from, limit=limit)
     warm = [j for j in workload.jobs if since is not None and j.record.submit_time < since]
     window = Window(since, until, warmup_s, len(warm), warm[0].record.submit_time if warm else None)

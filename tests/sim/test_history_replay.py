@@ -90,7 +90,7 @@ def test_the_window_is_on_the_first_line_and_in_results_json(tmp_path: Path) -> 
     result = simulate("--warmup", "1h", "--out", str(out))
     assert result.exit_code == 0, result.output
     first = result.output.splitlines()[0]
-    assert first.startswith(f"history submitted since {since.replace('T', ' ')[:16]} (warm-up 60.0m: 4 jobs, "
+    assert first.startswith(f"history of dev submitted since {since.replace('T', ' ')[:16]} (warm-up 60.0m: 4 jobs, "
                             "the first 40.0m before): 16 jobs on ")  # the rejected job is in the warm-up
     window = json.loads((out / "results.json").read_text())["window"]
     assert window["since"].startswith(since) and window["until"] is None

@@ -252,6 +252,11 @@ class PolicySection:
 
         return {spec.table: spec.args_type for spec in POLICIES.values()}
 
+    def effective_tables(self) -> dict[str, dict[str, Any]]:
+        """Each argument table as its policy reads it: the keys given and every default."""
+        return {table: dataclasses.asdict(parse_table(args_type, getattr(self, table), f"policy.{table}"))
+                for table, args_type in self.tables().items()}
+
     def args_for(self, name: str) -> dict:
         """The argument table of policy ``name`` (``qssf-noaging`` shares ``qssf``'s)."""
         return dict(self.fifo if name == "fifo" else self.qssf)

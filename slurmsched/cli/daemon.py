@@ -21,7 +21,7 @@ import click
 
 from slurmsched.cli import get_config
 from slurmsched.cli.params import Duration, JobId
-from slurmsched.config import Config
+from slurmsched.config import Config, PolicySection
 from slurmsched.errors import SlurmError, SlurmschedError
 from slurmsched.model import Decision, JobRecord, Prediction
 from slurmsched.policy.qssf import gpu_time, span
@@ -585,7 +585,10 @@ def check(ctx: click.Context) -> None:
     for field in dataclasses.fields(config):
         section = getattr(config, field.name)
         if dataclasses.is_dataclass(section) and not isinstance(section, type):
-            values = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(section).items())
+            shown = dataclasses.asdict(section)
+            if isinstance(section, PolicySection):  # its tables with their defaults, not as written
+                shown.update(section.effective_tables())
+            values = ", ".join(f"{k}={v!r}" for k, v in shown.items())
             click.echo(f"     [{field.name}] {values}")
     try:
         with closing(_repository(config, read_only=True)) as repo:

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
@@ -32,7 +33,7 @@ def history() -> None:
               help="Public trace file to load (see --format); for itp also ARCHIVE:MEMBER.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               envvar="SLURMSCHED_HISTORY_IMPORT_FORMAT", allow_from_autoenv=False, show_envvar=True,
-              help="Trace format.")
+              help="With --trace: the trace's format.")
 @click.option("--from-sacct", is_flag=True, envvar="SLURMSCHED_HISTORY_IMPORT_FROM_SACCT",
               allow_from_autoenv=False, show_envvar=True, help="Backfill from Slurm accounting (sacct).")
 @click.option("--since", type=Moment(), default=None, envvar="SLURMSCHED_HISTORY_IMPORT_SINCE",
@@ -42,10 +43,10 @@ def history() -> None:
               envvar="SLURMSCHED_HISTORY_IMPORT_WINDOW", allow_from_autoenv=False, show_envvar=True,
               help="With --from-sacct: end-time span written per transaction.")
 @click.option("--cluster", default=None, envvar="SLURMSCHED_HISTORY_IMPORT_CLUSTER", allow_from_autoenv=False,
-              show_envvar=True, help="Cluster name for trace jobs that carry none (default: file name).")
+              show_envvar=True, help="With --trace: cluster name for jobs that carry none (default: file name).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULT_BATCH, show_default=True,
               envvar="SLURMSCHED_HISTORY_IMPORT_BATCH_SIZE", allow_from_autoenv=False, show_envvar=True,
-              help="Trace rows per transaction.")
+              help="With --trace: rows per transaction.")
 @DB_OPTION
 @click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_HISTORY_IMPORT_JSON", allow_from_autoenv=False,
               show_envvar=True, help="Print the result as one JSON object.")
@@ -57,10 +58,16 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
     Importing is idempotent: a job attempt already stored is updated, not duplicated; the
     summary says how many attempts were new and how many were already present.
     Unreadable trace lines are skipped and reported by line number. Ctrl-C stops after the
-    batch being written and says how many rows were imported.
+    batch being written and says how many rows were imported. An option of the other
+    source is refused when given on the command line, and unused when set in its
+    environment variable.
     """
     if (trace is None) == (not from_sacct):
         raise click.UsageError("give either --trace FILE --format FORMAT or --from-sacct --since DATE")
+    if trace is not None:
+        _refuse_options(ctx, ("since", "window_s"), "--from-sacct, not --trace (a trace is imported whole)")
+    else:
+        _refuse_options(ctx, ("fmt", "cluster", "batch_size"), "--trace, not --from-sacct")
     if trace is not None and fmt is None:
         raise click.UsageError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
     if from_sacct and since is None:
@@ -94,6 +101,20 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
         click.echo(json.dumps(_report_json(report)))
     else:
         click.echo(report.summary(source))
+
+
+def _refuse_options(ctx: click.Context, names: tuple[str, ...], owner: str) -> None:
+    """Refuse the options ``names`` (parameter names) where given on the command line: they
+    belong to ``owner``, the other source (an environment twin or a default is not refused).
+
+    Raises:
+        click.UsageError: ``--a and --b are for OWNER``, naming each of them given.
+    """
+    given = [param.opts[0] for param in ctx.command.params
+             if param.name in names and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE]
+    if given:
+        listed = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+        raise click.UsageError(f"{listed} {'is' if len(given) == 1 else 'are'} for {owner}")
 
 
 def _check_trace(trace: str, fmt: str) -> None:

@@ -255,6 +255,31 @@ def test_history_import_refuses_a_since_in_the_future(cli, db_url: str) -> None:
     assert future.returncode == 2 and "--since 2099-01-01 00:00 is in the future" in future.stderr
 
 
+def test_history_import_refuses_options_of_the_other_source(tmp_path: Path, cli) -> None:
+    """An option the chosen source does not use is an error, never ignored; the environment
+    twin of one that has a default, set for the other kind of import, is not."""
+    swf = write_swf(tmp_path / "t.swf", jobs=3)
+    db = tmp_path / "x.db"
+    trace = ("history", "import", "--trace", str(swf.path), "--format", "swf", "--db", f"sqlite:///{db}")
+    since = cli(*trace, "--since", "2024-01-01T05:00")
+    assert since.returncode == 2
+    assert since.stderr.endswith("Error: --since is for --from-sacct, not --trace (a trace is imported whole)\n")
+    window = cli(*trace, "--window", "2d", "--since", "1d")
+    assert window.returncode == 2 and "Error: --since and --window are for --from-sacct, not --trace" in window.stderr
+    sacct = ("history", "import", "--from-sacct", "--since", "30d", "--db", f"sqlite:///{db}")
+    both = cli(*sacct, "--cluster", "other", "--batch-size", "5")
+    assert both.returncode == 2
+    assert both.stderr.endswith("Error: --cluster and --batch-size are for --trace, not --from-sacct\n")
+    fmt = cli(*sacct, "--format", "eagle")
+    assert fmt.returncode == 2 and fmt.stderr.endswith("Error: --format is for --trace, not --from-sacct\n")
+    assert not db.exists()
+
+    assert cli(*trace, env={"SLURMSCHED_HISTORY_IMPORT_WINDOW": "2d"}).returncode == 0
+    no_slurm = cli(*sacct, env={"SLURMSCHED_HISTORY_IMPORT_BATCH_SIZE": "5",
+                                "SLURMSCHED_SLURM_BIN_DIR": str(tmp_path / "no-slurm")})
+    assert no_slurm.stderr == f"error: sacct not found in {tmp_path / 'no-slurm'} (is slurm-client installed?)\n"
+
+
 def interrupted_after(items: Iterator[TraceItem], count: int) -> Iterator[TraceItem]:
     """``items``, then Ctrl-C as the reader would see it after ``count`` of them."""
     for n, item in enumerate(items):

@@ -11,6 +11,7 @@ from click.core import ParameterSource
 
 from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
+from slurmsched.cli.output import fit, printable
 from slurmsched.cli.params import Duration, Moment
 from slurmsched.errors import TraceFormatError
 from slurmsched.store import DEFAULT_BATCH
@@ -196,7 +197,7 @@ def _render(s: "HistoryStats") -> str:
         lines.append("")
         lines.append(f"{title:<16} {'jobs':>8} {'p50 run':>12} {'p90 run':>12} {'limit/run':>10}")
         for g in groups:
-            lines.append(f"{(g.name or '-')[:16]:<16} {g.jobs:>8} {_hms(g.runtime_p50_s):>12} "
+            lines.append(f"{fit(printable(g.name or '-'), 16)} {g.jobs:>8} {_hms(g.runtime_p50_s):>12} "
                          f"{_hms(g.runtime_p90_s):>12} {_ratio(g.median_limit_ratio):>10}")
     return "\n".join(lines)
 

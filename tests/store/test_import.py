@@ -20,6 +20,7 @@ from typing import Iterator
 
 import pytest
 
+from slurmsched.cli.output import columns
 from slurmsched.errors import ImportInterrupted, StoreError, TraceFormatError
 from slurmsched.model import JobRecord, JobState
 from slurmsched.store import migrate
@@ -248,6 +249,21 @@ def test_history_stats_of_several_clusters_needs_cluster(repo: SqlJobRepository,
     assert site.returncode == 0, site.stderr
     assert json.loads(site.stdout)["jobs"] == 3
     assert "SLURMSCHED_HISTORY_STATS_CLUSTER" in cli("history", "stats", "--help").stdout
+
+
+def test_history_stats_shows_odd_names_safe_and_in_line(repo: SqlJobRepository, cli, db_url: str) -> None:
+    """User and partition names reach the table printable (a newline or an escape sequence
+    as ``?``) and cut to its 16 terminal columns, a wide (CJK) character counting two."""
+    names = [("ev\nil\x1b[31m", "gpu\x1b]0;x\x07"), ("ユーザー名前ユーザー名前", "パーティション名前"), ("bob", "short")]
+    repo.ingest_finished([JobRecord(job_id=i, user=user, partition=partition, submit_time=1e9 + i,
+                                    start_time=1e9 + i, end_time=1e9 + i + 60, state=JobState.COMPLETED, cluster="c")
+                          for i, (user, partition) in enumerate(names, 1)])
+    result = cli("history", "stats", "--db", db_url)
+    assert result.returncode == 0, result.stderr
+    table = [line for line in result.stdout.split("\n\n", 1)[1].splitlines() if line]
+    assert len(table) == 2 + 2 * len(names) and {columns(line) for line in table} == {62}
+    cells = {line[:line.index("  ")].rstrip() for line in table}
+    assert {"ev?il?[31m", "gpu?]0;x?", "ユーザー名前ユ~", "パーティション~"} < cells
 
 
 def test_history_import_refuses_a_since_in_the_future(cli, db_url: str) -> None:

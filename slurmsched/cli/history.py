@@ -79,23 +79,26 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
         _check_trace(trace, fmt)
     from tqdm import tqdm
 
-    from slurmsched.store.ingest import import_accounting, import_trace
+    from slurmsched.store.ingest import import_accounting, import_trace, read_accounting
     from slurmsched.store.repository import open_repository
 
     config = get_config(ctx)
+    accounting = None
+    if from_sacct:  # read before the database is opened, as the trace is checked: a failed read creates nothing
+        from slurmsched.gateway import make_gateway
+
+        assert since is not None  # checked above
+        accounting = read_accounting(make_gateway(config), since)
     repo = open_repository(config, create=True, url=db_url)
     try:
         with tqdm(unit=" jobs", desc="importing", disable=None, leave=False) as bar:
-            if trace is not None:
-                assert fmt is not None  # checked above
+            if accounting is not None:
+                report = import_accounting(repo, accounting, window_s=window_s, progress=bar)
+                source = "accounting"
+            else:
+                assert trace is not None and fmt is not None  # checked above
                 report = import_trace(repo, trace, fmt, cluster=cluster, batch_size=batch_size, progress=bar)
                 source = trace
-            else:
-                from slurmsched.gateway import make_gateway
-
-                assert since is not None  # checked above
-                report = import_accounting(repo, make_gateway(config), since, window_s=window_s, progress=bar)
-                source = "accounting"
     finally:
         repo.close()
     if as_json:

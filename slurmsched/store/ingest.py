@@ -205,26 +205,53 @@ def import_trace(repo: SqlJobRepository, path: str | Path, fmt: str, *, cluster:
     return report
 
 
-def import_accounting(repo: SqlJobRepository, gateway: SlurmGateway, since: float, *,
-                      window_s: float = 86400.0, progress: tqdm | None = None) -> ImportReport:
-    """Backfill history from Slurm accounting (``sacct``) and advance the ``sacct`` cursor.
+@dataclass(frozen=True, slots=True)
+class Accounting:
+    """Finished job attempts read from Slurm accounting, not written yet.
 
-    Reads every attempt that ended at or after ``since`` with one
-    ``gateway.finished_since(since)`` call, then writes it in windows of ``window_s``
-    seconds of end time, oldest first, one transaction per window; each window's
-    transaction also moves the cursor to the window's end, and a last step to the read
-    time minus :data:`ACCOUNTING_LAG_S` (never backwards), so an interrupted backfill
-    resumes where it stopped and the daemon reads only what is newer.
+    Attributes:
+        since: the read holds every attempt that ended at or after this time.
+        jobs: those attempts, oldest end time first.
+        read_at: when the read started (epoch seconds).
+        read_s: how long it took.
+    """
+
+    since: float
+    jobs: tuple[JobRecord, ...]
+    read_at: float
+    read_s: float
+
+
+def read_accounting(gateway: SlurmGateway, since: float) -> Accounting:
+    """Read every attempt that ended at or after ``since`` with one ``gateway.finished_since(since)``
+    call, before anything is written (``history import`` reads before it opens the database).
 
     Raises:
-        SlurmError: accounting could not be read (nothing written).
-        StoreError: a window could not be written (earlier windows stay).
+        SlurmError: accounting could not be read.
     """
     started = time.perf_counter()
     read_at = time.time()
-    jobs = sorted(gateway.finished_since(since), key=lambda j: (j.end_time or 0.0))
-    windows = _windows(jobs, since, window_s)
-    ceiling = read_at - ACCOUNTING_LAG_S
+    jobs = tuple(sorted(gateway.finished_since(since), key=lambda j: (j.end_time or 0.0)))
+    return Accounting(since=since, jobs=jobs, read_at=read_at, read_s=time.perf_counter() - started)
+
+
+def import_accounting(repo: SqlJobRepository, accounting: Accounting, *,
+                      window_s: float = 86400.0, progress: tqdm | None = None) -> ImportReport:
+    """Backfill history with what :func:`read_accounting` read and advance the ``sacct`` cursor.
+
+    Writes the attempts in windows of ``window_s`` seconds of end time, oldest first, one
+    transaction per window; each window's transaction also moves the cursor to the
+    window's end, and a last step to the read time minus :data:`ACCOUNTING_LAG_S` (never
+    backwards), so an interrupted backfill resumes where it stopped and the daemon reads
+    only what is newer. The report's time includes the read.
+
+    Raises:
+        StoreError: a window could not be written (earlier windows stay).
+    """
+    started = time.perf_counter()
+    jobs = accounting.jobs
+    windows = _windows(jobs, accounting.since, window_s)
+    ceiling = accounting.read_at - ACCOUNTING_LAG_S
     rows = new = batches = 0
     if progress is not None:
         progress.reset(total=len(jobs))
@@ -238,8 +265,9 @@ def import_accounting(repo: SqlJobRepository, gateway: SlurmGateway, since: floa
         if progress is not None:
             progress.update(len(window))
     _advance_cursor(repo, ceiling)
-    log.info("backfilled %d job attempts from accounting since %s (%d new)", rows, since, new)
-    return ImportReport(rows=rows, new=new, batches=batches, seconds=time.perf_counter() - started)
+    log.info("backfilled %d job attempts from accounting since %s (%d new)", rows, accounting.since, new)
+    return ImportReport(rows=rows, new=new, batches=batches,
+                        seconds=accounting.read_s + time.perf_counter() - started)
 
 
 def _advance_cursor(repo: JobRepository, value: float) -> None:

@@ -24,7 +24,7 @@ from slurmsched.cli.output import columns
 from slurmsched.errors import ImportInterrupted, StoreError, TraceFormatError
 from slurmsched.model import JobRecord, JobState
 from slurmsched.store import migrate
-from slurmsched.store.ingest import import_accounting, import_items, import_trace, trace_cluster_name
+from slurmsched.store.ingest import import_accounting, import_items, import_trace, read_accounting, trace_cluster_name
 from slurmsched.store.repository import SqlJobRepository
 from slurmsched.traces import TraceItem, iter_trace
 
@@ -105,7 +105,7 @@ def test_a_longer_trace_over_an_imported_one_counts_only_its_new_attempts(repo: 
 
 
 class _Accounting:
-    """A gateway whose accounting holds ``jobs`` (``finished_since`` is all ``import_accounting`` asks)."""
+    """A gateway whose accounting holds ``jobs`` (``finished_since`` is all ``read_accounting`` asks)."""
 
     def __init__(self, jobs: list[JobRecord]) -> None:
         self.jobs = jobs
@@ -119,10 +119,10 @@ def test_accounting_backfilled_twice_reports_the_second_as_already_present(repo:
     jobs = [JobRecord(job_id=i, user="u", submit_time=now - 7200 + i, start_time=now - 7000 + i,
                       end_time=now - 3600 + 60 * i, state=JobState.COMPLETED, cluster="c") for i in range(18)]
     gateway = _Accounting(jobs)
-    first = import_accounting(repo, gateway, now - 86400, window_s=1800)  # type: ignore[arg-type]
+    first = import_accounting(repo, read_accounting(gateway, now - 86400), window_s=1800)  # type: ignore[arg-type]
     assert (first.rows, first.new, first.present) == (18, 18, 0)
     gateway.jobs = [*jobs, dataclasses.replace(jobs[0], job_id=99)]
-    second = import_accounting(repo, gateway, now - 86400, window_s=1800)  # type: ignore[arg-type]
+    second = import_accounting(repo, read_accounting(gateway, now - 86400), window_s=1800)  # type: ignore[arg-type]
     assert (second.rows, second.new, second.present) == (19, 1, 18)
     assert second.summary("accounting").startswith("imported 1 new job attempt, 18 already present, from accounting")
     assert repo.count_jobs() == 19

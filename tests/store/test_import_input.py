@@ -1,10 +1,12 @@
-"""``history import`` checks its trace before it creates or migrates the database."""
+"""``history import`` reads its input (the trace, or accounting) before it creates or migrates the database."""
 
 from __future__ import annotations
 
 import gzip
+import shutil
 from pathlib import Path
 
+import pytest
 from sqlalchemy import make_url
 
 from slurmsched.store.repository import SqlJobRepository
@@ -46,3 +48,22 @@ def test_the_default_state_dir_is_not_made_for_a_trace_that_cannot_be_read(tmp_p
                  env={"SLURMSCHED_DAEMON_STATE_DIR": str(state)})
     assert result.returncode == 2 and str(csv) in result.stderr and "(nothing was imported)" in result.stderr
     assert not state.exists()
+
+
+@pytest.mark.parametrize("slurm", ["no-sacct", "slurmdbd-down"])
+def test_accounting_that_cannot_be_read_creates_no_database(tmp_path: Path, cli, db_url: str, slurm: str) -> None:
+    if slurm == "no-sacct":
+        env = {"SLURMSCHED_SLURM_BIN_DIR": str(tmp_path / "no-slurm")}
+        expected = f"error: sacct not found in {tmp_path / 'no-slurm'} (is slurm-client installed?)\n"
+    else:
+        if shutil.which("sacct") is None:
+            pytest.skip("Slurm client commands (slurm-client) are not installed")
+        conf = tmp_path / "slurm.conf"  # a real sacct, refused by a slurmdbd port nothing listens on
+        conf.write_text("ClusterName=down\nSlurmctldHost=localhost\n"
+                        "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStoragePort=1\n")
+        env = {"SLURMSCHED_SLURM_CONF": str(conf)}
+        expected = "Connection refused"
+    result = cli("history", "import", "--from-sacct", "--since", "1d", "--db", db_url, env=env)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: sacct") and result.stderr.count("\n") == 1 and expected in result.stderr
+    assert _no_schema(db_url)

@@ -13,7 +13,7 @@ import pytest
 from polling import wait_until
 
 from slurmsched.gateway.cli_backend import CliGateway
-from slurmsched.store.ingest import ACCOUNTING_LAG_S, SACCT_CURSOR, import_accounting
+from slurmsched.store.ingest import ACCOUNTING_LAG_S, SACCT_CURSOR, import_accounting, read_accounting
 from slurmsched.store.repository import SqlJobRepository
 
 pytestmark = pytest.mark.slurm
@@ -84,7 +84,7 @@ def test_repeated_window_and_requeue_leave_one_row_per_attempt(slurm_cluster, fi
 
     for _ in range(2):  # the same window twice
         repo.ingest_finished(gateway.finished_since(since))
-    report = import_accounting(repo, gateway, since, window_s=3600)  # and once more as a backfill
+    report = import_accounting(repo, read_accounting(gateway, since), window_s=3600)  # and once more as a backfill
     assert report.rows >= 3
 
     stored = sorted((j.job_id, j.submit_time, j.state.value) for j in repo.history() if j.job_id in ids)

@@ -21,10 +21,11 @@ import click
 
 from slurmsched.cli import get_config
 from slurmsched.cli.params import Duration, JobId
-from slurmsched.config import Config, PolicySection
+from slurmsched.config import Config, DbSection, PolicySection
 from slurmsched.errors import SlurmError, SlurmschedError
 from slurmsched.model import Decision, JobRecord, Prediction
 from slurmsched.policy.qssf import gpu_time, span
+from slurmsched.store.connect import mask_password
 from slurmsched.store.protocol import AppliedChange, CycleSummary, JobRepository
 from slurmsched.text import plural
 
@@ -588,6 +589,8 @@ def check(ctx: click.Context) -> None:
             shown = dataclasses.asdict(section)
             if isinstance(section, PolicySection):  # its tables with their defaults, not as written
                 shown.update(section.effective_tables())
+            if isinstance(section, DbSection):
+                shown["url"] = mask_password(section.url)
             values = ", ".join(f"{k}={v!r}" for k, v in shown.items())
             click.echo(f"     [{field.name}] {values}")
     try:

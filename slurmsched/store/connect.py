@@ -16,6 +16,7 @@ import grp
 import logging
 import os
 import pwd
+import re
 import sqlite3
 import stat
 from contextlib import contextmanager
@@ -42,8 +43,9 @@ def parse_url(url: str) -> URL:
     """
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        raise StoreError(f"not a database URL: {url!r} (use sqlite:///PATH or postgresql+psycopg://...)") from None
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise StoreError(f"not a database URL: {mask_password(url)!r}"
+                         " (use sqlite:///PATH or postgresql+psycopg://...)") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
@@ -55,6 +57,15 @@ def parse_url(url: str) -> URL:
 #: Seconds to wait for a PostgreSQL server to answer a new connection (libpq's
 #: ``connect_timeout``; a ``?connect_timeout=N`` in the URL wins).
 PG_CONNECT_TIMEOUT_S = 10
+
+
+def mask_password(url: str) -> str:
+    """``url`` with any ``user:password@`` part shown as ``user:***@``; for text that may
+    not parse as a URL (a config value, a mistyped ``--db``)."""
+    return _USERINFO.sub(r"\1:***@", url)
+
+
+_USERINFO = re.compile(r"([^/:@]+):[^@/]*@")
 
 
 def display_url(url: URL | str) -> str:
@@ -346,6 +357,8 @@ def describe_failure(url: URL | str, exc: DBAPIError) -> str:
         return f"database {where} is locked by another process (gave up waiting for it)"
     if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
         return f"database {where} has no slurmsched tables ({text}): run 'slurmsched db upgrade'"
+    if "fatal:" in lowered:  # the server answered and refused: no such database, a wrong password ...
+        return f"database {where} refused the connection: {text[lowered.index('fatal:') + 6:].strip()}"
     if exc.connection_invalidated or "connection" in lowered and (
             "refused" in lowered or "failed" in lowered or "timeout expired" in lowered):
         return f"cannot reach database {where}: {text}"

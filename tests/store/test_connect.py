@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from slurmsched.errors import StoreError
 from slurmsched.model import JobRecord, JobState
@@ -123,10 +124,24 @@ def test_missing_tables_name_the_command(tmp_path: Path) -> None:
     ("mysql://x/y", "unsupported database 'mysql'"),
     ("sqlite://", "SQLite needs a file"),
     ("not a url", "not a database URL"),
+    ("postgresql://u:secret@host:notaport/db", "not a database URL: 'postgresql://u:***@host:notaport/db'"),
+    ("postgresql+psycopg//u:secret@host/db", "not a database URL: 'postgresql+psycopg//u:***@host/db'"),
 ])
 def test_bad_urls(url: str, problem: str) -> None:
-    with pytest.raises(StoreError, match=problem):
+    """A malformed URL is one line, its password masked (a bad port was an internal error)."""
+    with pytest.raises(StoreError) as err:
         SqlJobRepository.from_url(url)
+    assert problem in str(err.value) and "secret" not in str(err.value)
+
+
+@pytest.mark.postgres
+def test_a_server_that_refuses_says_why_not_that_it_is_unreachable(postgres_url: str) -> None:
+    """The server answered: a missing database or a wrong password is not 'cannot reach'."""
+    missing = make_url(postgres_url).set(database="nosuch")
+    with pytest.raises(StoreError) as err:
+        SqlJobRepository.from_url(missing.render_as_string(hide_password=False)).check_schema()
+    assert re.match(r'database postgresql\+psycopg://\S+/nosuch\S* refused the connection: '
+                    r'database "nosuch" does not exist$', str(err.value)), str(err.value)
 
 
 def test_unwritable_state_dir(tmp_path: Path) -> None:
@@ -165,3 +180,15 @@ def test_postgres_plans_each_statement_when_it_runs(postgres_url: str) -> None:
             assert conn.connection.driver_connection.prepare_threshold is None
     finally:
         repo.close()
+
+
+def test_config_check_masks_the_database_password(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from slurmsched.cli import main
+
+    config = tmp_path / "slurmsched.toml"
+    config.write_text(f'[db]\nurl = "postgresql://pwuser:secret@/slurmsched?host={tmp_path}&port=1"\n')
+    result = CliRunner().invoke(main, ["config", "check"], env={"SLURMSCHED_CONFIG": str(config)})
+    assert "     [db] url='postgresql://pwuser:***@/slurmsched?" in result.output
+    assert "secret" not in result.output and "Traceback" not in result.output

@@ -16,16 +16,19 @@ DB_OPTION = click.option("--db", "db_url", metavar="URL", default=None, envvar="
                          help="Database URL (default: db.url from the config, else SQLite under daemon.state_dir).")
 
 
-def open_unchecked(ctx: click.Context, db_url: str | None, *, create: bool = False) -> "SqlJobRepository":
+def open_unchecked(ctx: click.Context, db_url: str | None, *, create: bool = False,
+                   read_only: bool = False) -> "SqlJobRepository":
     """The configured (or ``--db``) database, without checking its schema.
 
     Args:
         create: create a missing SQLite file (only ``db upgrade``; see
             :meth:`SqlJobRepository.from_url`); otherwise a missing one is an error.
+        read_only: the command only reads (``db current``): it works for a user who may
+            only read the database, and writes nothing beside it.
     """
     from slurmsched.store.repository import SqlJobRepository  # SQLAlchemy/Alembic load only when used
 
-    return SqlJobRepository.from_config(get_config(ctx), create=create, url=db_url)
+    return SqlJobRepository.from_config(get_config(ctx), create=create, url=db_url, read_only=read_only)
 
 
 @click.group("db")
@@ -63,7 +66,7 @@ def current(ctx: click.Context, db_url: str | None) -> None:
     """Show the database's schema revision and whether it is up to date (exit 1 if not)."""
     from slurmsched.store import migrate
 
-    repo = open_unchecked(ctx, db_url)
+    repo = open_unchecked(ctx, db_url, read_only=True)
     try:
         revision = repo.schema_revision()
     finally:

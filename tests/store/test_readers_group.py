@@ -169,6 +169,8 @@ def test_a_group_member_runs_the_history_commands_read_only(site):
         assert json.loads(expected.stdout)["jobs"] == 30
         code, output = _as_nobody(config, *args, stdout_only=True)
         assert (code, output) == (0, expected.stdout), args
+    code, output = _as_nobody(config, "db", "current", stdout_only=True)  # an inspection: read-only too
+    assert (code, output) == (0, f"{migrate.head_revision()} (head)\n"), output
     assert (db.read_bytes(), db.stat().st_mtime_ns) == before
     assert sorted(p.name for p in db.parent.iterdir()) == ["slurmsched.db"], "the readers created nothing"
 

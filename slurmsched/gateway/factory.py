@@ -38,15 +38,17 @@ def make_gateway(config: Config) -> SlurmGateway:
     ``slurm.timeout_s`` are passed to either.
 
     Raises:
-        ConfigError: ``slurm.conf`` names no file (checked here, when Slurm is first
+        ConfigError: ``slurm.conf`` (or, when it is unset, the environment's
+            ``SLURM_CONF``) names no file (checked here, when Slurm is first
             needed, so that offline commands such as ``simulate --trace`` run on a
             machine without it; Slurm's commands would retry a missing file for a
             minute), or ``pyslurm`` was asked for and cannot be imported.
     """
     slurm = config.slurm
-    if slurm.conf and not os.path.isfile(slurm.conf):
-        why = "is not a file" if os.path.exists(slurm.conf) else "does not exist"
-        raise ConfigError(f"slurm.conf: {slurm.conf} {why}")
+    named = ("slurm.conf", slurm.conf) if slurm.conf else ("SLURM_CONF (environment)", os.environ.get("SLURM_CONF", ""))
+    if named[1] and not os.path.isfile(named[1]):
+        why = "is not a file" if os.path.exists(named[1]) else "does not exist"
+        raise ConfigError(f"{named[0]}: {named[1]} {why}")
     kwargs: _GatewayKwargs = {"slurm_conf": slurm.conf or None, "bin_dir": slurm.bin_dir or None,
                               "timeout_s": slurm.timeout_s}
     if slurm.backend == "pyslurm" or (slurm.backend == "auto" and pyslurm_available()):

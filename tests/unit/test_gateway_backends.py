@@ -42,6 +42,15 @@ def test_a_missing_slurm_conf_is_a_config_error_when_slurm_is_needed(tmp_path):
         make_gateway(config("cli", conf=str(tmp_path)))
 
 
+def test_a_missing_slurm_conf_in_the_environment_is_a_config_error_too(tmp_path, monkeypatch):
+    """With ``[slurm] conf`` unset, a stale ``SLURM_CONF`` made explain and queue wait a minute."""
+    missing = tmp_path / "nonexist.conf"
+    monkeypatch.setenv("SLURM_CONF", str(missing))
+    with pytest.raises(ConfigError, match=rf"^SLURM_CONF \(environment\): {missing} does not exist$"):
+        make_gateway(config("cli"))
+    assert make_gateway(config("cli", conf=__file__)).commands.env["SLURM_CONF"] == __file__  # the key wins
+
+
 @pytest.mark.skipif(PYSLURM, reason="pyslurm imports here, so 'auto' picks it")
 def test_auto_falls_back_to_cli_and_pyslurm_is_a_config_error_without_it():
     assert isinstance(make_gateway(config("auto")), CliGateway)

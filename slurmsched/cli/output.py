@@ -39,8 +39,10 @@ def output_file(path: str, option: str) -> Path:
     """Check that the file ``path`` can be written: its directory exists and is writable.
 
     Raises:
-        OutputError: naming ``option``.
+        OutputError: ``path`` is empty, or cannot be written, naming ``option``.
     """
+    if not path.strip():
+        raise OutputError(f"{option}: give a file name (the value is empty)")
     out = Path(path)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():

@@ -162,7 +162,7 @@ def evaluate_cmd(ctx: click.Context, trace: str | None, fmt: str | None, from_db
         raise click.UsageError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
     if trace is not None and cluster_name is not None:
         raise click.UsageError("--cluster chooses jobs of --from-db (for the ITP archive: ARCHIVE:clusterNN.csv)")
-    plot = output_file(plot_path, "--plot") if plot_path else None
+    plot = output_file(plot_path, "--plot") if plot_path is not None else None
     if plot is not None and plot.suffix.lower() != ".png":
         raise click.BadParameter(f"{plot_path}: the plot is a PNG file, give a name ending in .png",
                                  param_hint="'--plot'")
@@ -179,8 +179,8 @@ def evaluate_cmd(ctx: click.Context, trace: str | None, fmt: str | None, from_db
         click.echo(json.dumps(result.as_dict()))
         return
     click.echo(render(result))
-    if plot_path:
-        click.echo(f"error distributions: {plot_path}")
+    if plot is not None:
+        click.echo(f"error distributions: {plot}")
 
 
 def _load_jobs(ctx: click.Context, trace: str | None, fmt: str | None, db_url: str | None,

@@ -103,6 +103,8 @@ def test_evaluate_usage_errors(tmp_path: Path) -> None:
         other = _invoke("predict", "evaluate", "--trace", str(trace), "--format", "swf", "--plot", str(tmp_path / name))
         assert other.exit_code == 2 and "the plot is a PNG file, give a name ending in .png" in other.output
         assert not (tmp_path / name).exists() and not (tmp_path / f"{name}.png").exists()
+    empty = _invoke("predict", "evaluate", "--trace", str(trace), "--format", "swf", "--plot", "")  # was ignored
+    assert empty.exit_code == 2 and "--plot: give a file name (the value is empty)" in empty.stderr
 
 
 def test_evaluate_without_a_finished_job_is_an_error_like_the_others(tmp_path: Path) -> None:

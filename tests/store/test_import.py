@@ -288,6 +288,9 @@ def test_history_import_refuses_options_of_the_other_source(tmp_path: Path, cli)
     assert both.stderr.endswith("Error: --cluster and --batch-size are for --trace, not --from-sacct\n")
     fmt = cli(*sacct, "--format", "eagle")
     assert fmt.returncode == 2 and fmt.stderr.endswith("Error: --format is for --trace, not --from-sacct\n")
+    long_name = cli(*trace, "--cluster", "c" * 65)  # was cut to 64, so --cluster NAME never found it again
+    assert long_name.returncode == 2
+    assert long_name.stderr.endswith("Error: --cluster: at most 64 characters, the database's limit (got 65)\n")
     assert not db.exists()
 
     assert cli(*trace, env={"SLURMSCHED_HISTORY_IMPORT_WINDOW": "2d"}).returncode == 0

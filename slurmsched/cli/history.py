@@ -72,10 +72,10 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
     if trace is not None and fmt is None:
         raise click.UsageError("--trace needs --format (one of " + ", ".join(FORMATS) + ")")
     if cluster is not None:
-        from slurmsched.store.records import MAX_CLUSTER_CHARS
+        from slurmsched.store.schema import CLUSTER_CHARS
 
-        if len(cluster) > MAX_CLUSTER_CHARS:
-            raise click.UsageError(f"--cluster: at most {MAX_CLUSTER_CHARS} characters, the database's limit "
+        if len(cluster) > CLUSTER_CHARS:
+            raise click.UsageError(f"--cluster: at most {CLUSTER_CHARS} characters, the database's limit "
                                    f"(got {len(cluster)})")
     if from_sacct and since is None:
         raise click.UsageError("--from-sacct needs --since DATE")

@@ -25,9 +25,6 @@ JOB_COLUMNS = (
 
 #: The text columns of ``jobs`` and the most characters each holds (``None``: unbounded).
 _TEXT_LIMITS = {c.name: c.type.length for c in Job.__table__.columns if isinstance(c.type, String)}
-#: The longest cluster name the ``jobs`` table holds (a longer one given by an admin is
-#: refused, not cut: the cut name would not match what the admin types again).
-MAX_CLUSTER_CHARS = _TEXT_LIMITS["cluster"]
 
 
 def job_to_row(job: JobRecord, cluster: str = "") -> dict[str, Any]:

@@ -24,6 +24,10 @@ from slurmsched.store.protocol import CycleKind
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets BIGSERIAL-style ids.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
+#: The longest cluster name stored (a longer one an admin gives is refused, not cut: a
+#: cut name would not match what the admin types again).
+CLUSTER_CHARS = 64
+
 
 class Base(DeclarativeBase):
     """Declarative base of every slurmsched table."""
@@ -40,7 +44,7 @@ class Job(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    cluster: Mapped[str] = mapped_column(String(64))
+    cluster: Mapped[str] = mapped_column(String(CLUSTER_CHARS))
     job_id: Mapped[int] = mapped_column(BigInteger)
     restart_count: Mapped[int] = mapped_column(Integer, default=0)
     array_job_id: Mapped[int | None] = mapped_column(BigInteger)
@@ -72,7 +76,7 @@ class LiveJob(Base):
 
     __tablename__ = "live_jobs"
 
-    cluster: Mapped[str] = mapped_column(String(64), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(CLUSTER_CHARS), primary_key=True)
     job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     state: Mapped[str] = mapped_column(String(32))
     reason: Mapped[str] = mapped_column(Text, default="")
@@ -87,7 +91,7 @@ class Transition(Base):
     __table_args__ = (Index("ix_transitions_job", "cluster", "job_id", "at"),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    cluster: Mapped[str] = mapped_column(String(64))
+    cluster: Mapped[str] = mapped_column(String(CLUSTER_CHARS))
     job_id: Mapped[int] = mapped_column(BigInteger)
     restart_count: Mapped[int] = mapped_column(Integer, default=0)
     from_state: Mapped[str | None] = mapped_column(String(32))

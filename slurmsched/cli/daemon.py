@@ -253,8 +253,8 @@ class JobNow:
     Attributes:
         job: the job in Slurm's queue; ``None`` when it is not queued or Slurm could not be read.
         ahead: pending jobs of its partition before it in Slurm's order (a higher priority,
-            or the same and submitted earlier; held jobs are in no line); ``None`` unless it
-            is pending and not held.
+            or the same and submitted earlier; held jobs and jobs not yet eligible are in
+            no line); ``None`` unless it is pending, not held and eligible.
         unknown: why Slurm could not be read; ``None`` when it was.
     """
 
@@ -332,21 +332,24 @@ def _job_now(config: Config, job_id: int) -> JobNow:
         return JobNow(None, unknown=str(exc))
     now = JobNow(next((j for j in snap.jobs if j.job_id == job_id), None))
     job = now.pending
-    return now if job is None else JobNow(job, jobs_ahead(job, snap.pending))
+    return now if job is None else JobNow(job, jobs_ahead(job, snap.pending, snap.taken_at))
 
 
-def jobs_ahead(job: JobRecord, pending: Sequence[JobRecord]) -> int | None:
+def jobs_ahead(job: JobRecord, pending: Sequence[JobRecord], now: float) -> int | None:
     """How many of the ``pending`` jobs of ``job``'s partition Slurm takes before it: a
-    higher priority, or the same one and submitted earlier. ``None`` for a held job
-    (priority 0), which is in no line; held jobs are ahead of none."""
-    if job.priority == 0:
+    higher priority, or the same one and submitted earlier. ``None`` for a job in no line:
+    held (priority 0), or not eligible until later (``--begin``); such jobs are ahead of none."""
+    def in_line(j: JobRecord) -> bool:
+        return j.priority != 0 and (j.eligible_time is None or j.eligible_time <= now)
+
+    if not in_line(job):
         return None
 
     def place(j: JobRecord) -> tuple[int, float, int]:
         return -(j.priority or 0), j.submit_time, j.job_id
 
     mine = place(job)
-    return sum(1 for j in pending if j.partition == job.partition and j.priority != 0 and place(j) < mine)
+    return sum(1 for j in pending if j.partition == job.partition and in_line(j) and place(j) < mine)
 
 
 def _now_line(now: JobNow) -> str:
@@ -358,8 +361,12 @@ def _now_line(now: JobNow) -> str:
         return "now: not in Slurm's queue (finished, cancelled or removed)"
     if now.pending is None:
         return f"now: {job.state.value}" + (f" since {_when(job.start_time)}" if job.start_time else "")
-    place = ("held: in no line" if now.ahead is None else
-             f"{plural(now.ahead, 'job')} ahead in {job.partition}")
+    if now.ahead is not None:
+        place = f"{plural(now.ahead, 'job')} ahead in {job.partition}"
+    elif job.priority == 0 or job.eligible_time is None:
+        place = "held: in no line"
+    else:
+        place = f"not eligible before {_when(job.eligible_time)}: in no line yet"
     return (f"now: PENDING ({job.reason or 'None'}): priority {job.priority}, SiteFactor "
             f"{'-' if job.site_factor is None else job.site_factor}, {place}")
 
@@ -397,10 +404,10 @@ def _explanation(config: Config, job_id: int) -> Explanation | None:
 def explain_document(e: Explanation) -> dict[str, Any]:
     """``explain --json``'s document: ``format`` (:data:`EXPLAIN_JSON_FORMAT`), ``job_id``;
     ``now`` (``queued``, and the queued job's ``state``, ``reason``, ``priority``,
-    ``site_factor``, ``partition``, ``start_time`` and ``jobs_ahead``, null unless pending and not held), or
-    ``null`` with ``unknown`` saying why Slurm could not be read; ``prediction`` (the
-    record's fields) or ``null``; ``latest_ranking`` (``at``, ``rank``, ``score``) or
-    ``null``; ``in_force`` (``field``, ``original``, ``value`` and ``slurm_holds``); and
+    ``site_factor``, ``partition``, ``start_time`` and ``jobs_ahead``, null unless pending,
+    not held and eligible), or ``null`` with ``unknown`` saying why Slurm could not be
+    read; ``prediction`` (the record's fields) or ``null``; ``latest_ranking`` (``at``,
+    ``rank``, ``score``) or ``null``; ``in_force`` (``field``, ``original``, ``value`` and ``slurm_holds``); and
     ``history``, each decision's fields with its time ``at``. Times are epoch seconds."""
     job = e.now.job
     now = None if e.now.unknown is not None else {

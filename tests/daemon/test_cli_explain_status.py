@@ -223,6 +223,18 @@ def test_explain_shows_prediction_source_score_rank_and_every_action(daemon_env,
 
 
 @pytest.mark.slurm
+def test_explain_puts_a_job_waiting_for_its_begin_time_in_no_line(daemon_env, busy):
+    """A job submitted with a later --begin is pending but not eligible: no place in line
+    (it used to count the eligible jobs of higher priority as ahead of it)."""
+    later = busy.submit("--begin=now+2hours", "--gres=gpu:1", "-t", "10", name="later")
+    assert daemon_env.cli("run", "--once").exit_code == 0
+    result = daemon_env.cli("explain", str(later))
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^now: PENDING \(BeginTime\): priority \d+, SiteFactor \S+, not eligible before "
+                     r"\d{4}-\d\d-\d\d \d\d:\d\d\S*: in no line yet$", result.stdout, re.M), result.stdout
+
+
+@pytest.mark.slurm
 def test_explain_says_what_slurm_shows_now_even_after_the_job_left(daemon_env, busy):
     job = busy.submit("--gres=gpu:1", "-t", "10", name="now")
     assert daemon_env.cli("run", "--once").exit_code == 0

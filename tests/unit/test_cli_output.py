@@ -38,12 +38,14 @@ def test_queue_fits_a_terminal_by_cutting_user_name_and_reason():
 
 
 def test_jobs_ahead_follow_slurms_order_and_a_held_job_is_in_no_line() -> None:
-    """Equal priorities go by submit time (then job id); another partition's jobs and held
-    jobs (priority 0) are ahead of nobody."""
-    def job(job_id: int, priority: int, submit: float, partition: str = "gpu") -> JobRecord:
+    """Equal priorities go by submit time (then job id); another partition's jobs, held jobs
+    (priority 0) and jobs not eligible before a later --begin are ahead of nobody."""
+    def job(job_id: int, priority: int, submit: float, partition: str = "gpu",
+            eligible: float | None = None) -> JobRecord:
         return JobRecord(job_id=job_id, user="u", name="n", submit_time=submit, state=JobState.PENDING,
-                         partition=partition, priority=priority)
+                         partition=partition, priority=priority, eligible_time=eligible)
 
     pending = [job(1, 500, 10.0), job(2, 500, 20.0), job(3, 500, 20.0), job(4, 900, 30.0), job(5, 0, 0.0),
-               job(6, 999, 0.0, partition="short")]
-    assert [jobs_ahead(j, pending) for j in pending] == [1, 2, 3, 0, None, 0]
+               job(6, 999, 0.0, partition="short"), job(7, 2000, 5.0, eligible=7200.0),
+               job(8, 100, 5.0, eligible=50.0)]
+    assert [jobs_ahead(j, pending, now=100.0) for j in pending] == [1, 2, 3, 0, None, 0, None, 4]

@@ -44,7 +44,7 @@ class _PredictGroup(click.Group):
 
 @click.group("predict", cls=_PredictGroup)
 def predict() -> None:
-    """Predicted durations: `predict JOBID` for a pending job, `predict evaluate` to score predictors."""
+    """Predicted durations: `predict JOBID` for a queued job, `predict evaluate` to score predictors."""
 
 
 # --- predict JOBID -------------------------------------------------------------------------
@@ -64,7 +64,8 @@ def _hms(seconds: float) -> str:
               show_envvar=True, help="Print one JSON object.")
 @click.pass_context
 def show(ctx: click.Context, job_id: int, db_url: str | None, as_json: bool) -> None:
-    """Predicted duration, spread and source of pending job JOB_ID.
+    """Predicted duration, spread and source of job JOB_ID, pending or running (for a
+    running job: its whole run, beside how long it has run so far).
 
     Reads the queue from Slurm (squeue through the configured gateway) and the model the
     daemon saved in the database (brought up to date with the jobs finished since); with
@@ -85,11 +86,12 @@ def show(ctx: click.Context, job_id: int, db_url: str | None, as_json: bool) -> 
     finally:
         repo.close()
     (prediction,) = predictor.predict([job])
+    elapsed = snapshot.taken_at - job.start_time if job.start_time is not None else None
     if as_json:
         click.echo(json.dumps({"job_id": job_id, "state": job.state.value, "predictor": predictor.name,
                                "model": origin, "estimate_s": prediction.estimate_s, "low_s": prediction.low_s,
                                "high_s": prediction.high_s, "source": prediction.source,
-                               "time_limit_s": job.time_limit_s,
+                               "time_limit_s": job.time_limit_s, "elapsed_s": elapsed,
                                "daemon_estimate_s": recorded.estimate_s if recorded else None}))
         return
     limit = _hms(job.time_limit_s) if job.time_limit_s else "none"
@@ -97,6 +99,9 @@ def show(ctx: click.Context, job_id: int, db_url: str | None, as_json: bool) -> 
                f"time limit {limit})")
     click.echo(f"predicted run time {_hms(prediction.estimate_s)}  "
                f"(likely {_hms(prediction.low_s)} .. {_hms(prediction.high_s)})")
+    if elapsed is not None:
+        left = max(0.0, prediction.estimate_s - elapsed)
+        click.echo(f"running for {_hms(elapsed)}: about {_hms(left)} left by the prediction")
     click.echo(f"source: {prediction.source}")
     click.echo(f"predictor: {predictor.name}, {origin}")
     if recorded is not None:

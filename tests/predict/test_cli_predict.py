@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import random
 import time
 from pathlib import Path
@@ -152,6 +153,14 @@ def test_predict_jobid_shows_estimate_spread_and_source(tmp_path: Path, slurm_cl
                                  env={"SLURMSCHED_CONFIG": None})
     data = json.loads(as_json.stdout)
     assert data["estimate_s"] == 420 and data["low_s"] <= 420 <= data["high_s"] <= 3600
+    assert data["elapsed_s"] is None and "running for" not in shown.stdout
+    slurm_cluster.run("scontrol", "release", str(job_id))
+    slurm_jobs.wait_state(job_id, {"RUNNING"})
+    running = CliRunner().invoke(main, ["--config", str(config), "predict", str(job_id)],
+                                 env={"SLURMSCHED_CONFIG": None})
+    assert running.exit_code == 0, running.output
+    assert re.search(r"^running for 00:00:\d\d: about 00:0[67]:\d\d left by the prediction$", running.stdout,
+                     re.M), running.stdout
     odd = slurm_jobs.submit("--hold", "--gres=gpu:1", "-t", "60", name="x\x1b[2Jy\nz")
     slurm_jobs.wait_state(odd, {"PENDING"})
     shown = CliRunner().invoke(main, ["--config", str(config), "predict", str(odd)], env={"SLURMSCHED_CONFIG": None})

@@ -34,10 +34,11 @@ BASELINES = ("user_limit", "helios", "last2")
 
 
 class _PredictGroup(click.Group):
-    """``predict JOBID`` runs ``predict show JOBID``; named subcommands run as usual."""
+    """``predict [OPTIONS] JOBID [OPTIONS]`` runs ``predict show``; named subcommands and
+    ``--help`` run as usual."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:  # noqa: D102 - click API
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
             args = ["show", *args]
         return super().parse_args(ctx, args)
 

@@ -168,3 +168,12 @@ def test_predict_jobid_shows_estimate_spread_and_source(tmp_path: Path, slurm_cl
     missing = CliRunner().invoke(main, ["--config", str(config), "predict", "999999999"],
                                  env={"SLURMSCHED_CONFIG": None})
     assert missing.exit_code == 1 and "job 999999999 is not in the queue" in missing.output
+
+
+def test_predict_takes_its_options_before_the_job_id_too(tmp_path: Path) -> None:
+    """``predict --json 7`` is ``predict show --json 7`` (it was 'No such option')."""
+    no_slurm = {"SLURMSCHED_SLURM_BIN_DIR": str(tmp_path)}  # no Slurm there: the job is looked up, and fails so
+    for args in (["--json", "7"], ["--db", f"sqlite:///{tmp_path / 'x.db'}", "7"], ["7", "--json"]):
+        result = CliRunner().invoke(main, ["predict", *args], env={"SLURMSCHED_CONFIG": None, **no_slurm})
+        assert result.exit_code == 2 and f"scontrol not found in {tmp_path}" in result.stderr, (args, result.output)
+    assert "Commands:" in CliRunner().invoke(main, ["predict", "--help"]).output

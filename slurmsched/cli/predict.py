@@ -78,8 +78,9 @@ def show(ctx: click.Context, job_id: int, db_url: str | None, as_json: bool) -> 
     config = get_config(ctx)
     snapshot = make_gateway(config).snapshot()
     job = next((j for j in snapshot.jobs if j.job_id == job_id), None)
-    if job is None:
-        raise click.ClickException(f"job {job_id} is not in the queue (finished, or never existed)")
+    if job is None:  # a finding, as explain's "no record of job": exit 1 without "Error:"
+        click.echo(f"job {job_id} is not in the queue (finished, or never existed)", err=True)
+        ctx.exit(1)
     repo = open_repository(config, url=db_url, read_only=True)
     try:
         predictor, origin = _restore(repo, config.daemon.predictor)

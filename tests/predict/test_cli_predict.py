@@ -167,7 +167,7 @@ def test_predict_jobid_shows_estimate_spread_and_source(tmp_path: Path, slurm_cl
     assert f"({user}, {slurm_jobs.prefix}x?[2Jy?z, PENDING" in shown.stdout  # no ESC or newline reaches the terminal
     missing = CliRunner().invoke(main, ["--config", str(config), "predict", "999999999"],
                                  env={"SLURMSCHED_CONFIG": None})
-    assert missing.exit_code == 1 and "job 999999999 is not in the queue" in missing.output
+    assert missing.exit_code == 1 and missing.stderr == "job 999999999 is not in the queue (finished, or never existed)\n"
 
 
 def test_predict_takes_its_options_before_the_job_id_too(tmp_path: Path) -> None:

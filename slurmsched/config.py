@@ -252,9 +252,13 @@ class PolicySection:
 
         return {spec.table: spec.args_type for spec in POLICIES.values()}
 
-    def effective_tables(self) -> dict[str, dict[str, Any]]:
-        """Each argument table as its policy reads it: the keys given and every default."""
-        return {table: dataclasses.asdict(parse_table(args_type, getattr(self, table), f"policy.{table}"))
+    def effective_tables(self, prefix: str = "policy") -> dict[str, dict[str, Any]]:
+        """Each argument table as its policy reads it: the keys given and every default.
+
+        Raises:
+            ConfigError: a table has an unknown key or a bad value, named under ``prefix``.
+        """
+        return {table: dataclasses.asdict(parse_table(args_type, getattr(self, table), f"{prefix}.{table}"))
                 for table, args_type in self.tables().items()}
 
     def args_for(self, name: str) -> dict:
@@ -265,8 +269,7 @@ class PolicySection:
         """Raise :class:`ConfigError` naming the bad key: each table's, then ``name``."""
         from slurmsched.policy.registry import make_policy
 
-        for table, args_type in self.tables().items():
-            parse_table(args_type, getattr(self, table), f"{prefix}.{table}")
+        self.effective_tables(prefix)
         make_policy(self.name, self.args_for(self.name), key=f"{prefix}.name")
 
 

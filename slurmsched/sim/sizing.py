@@ -107,9 +107,10 @@ def _by_load(workload: Workload, per_node: int, target_load: float) -> tuple[Clu
     if wanted > everything:
         spec = ClusterSpec.uniform(everything, per_node)
         jobs = f"all {len(workload.jobs)} jobs" if len(workload.jobs) > 1 else "its one job"
-        if len(workload.measured().jobs) < len(workload.jobs):
+        measured = workload.measured()
+        if len(measured.jobs) < len(workload.jobs):
             jobs += " (the warm-up's included)"
-        why = ("no arrival span to size for" if workload.measured().span_s == 0 else
+        why = ("no arrival span to size for" if measured.span_s == 0 else
                f"{target_load:.0%} offered load would need {math.ceil(needed):,} GPUs")
         return spec, f"room for {jobs} at once: {why}"
     if wanted < biggest:
@@ -118,8 +119,9 @@ def _by_load(workload: Workload, per_node: int, target_load: float) -> tuple[Clu
         return spec, (f"as big as the biggest job: {target_load:.0%} offered load would need only "
                       f"{plural(least, 'GPU')}")
     note = f"sized for {target_load:.0%} offered load"
-    if f"{rate / (wanted * per_node):.0%}" != f"{target_load:.0%}":
-        note += f" ({rate / (wanted * per_node):.0%} on whole nodes)"
+    whole = f"{rate / (wanted * per_node):.0%}"  # the load whole nodes give, as the note rounds it
+    if whole != f"{target_load:.0%}":
+        note += f" ({whole} on whole nodes)"
     return ClusterSpec.uniform(wanted, per_node), note
 
 

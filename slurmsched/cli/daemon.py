@@ -407,8 +407,9 @@ def explain_document(e: Explanation) -> dict[str, Any]:
     ``site_factor``, ``partition``, ``start_time`` and ``jobs_ahead``, null unless pending,
     not held and eligible), or ``null`` with ``unknown`` saying why Slurm could not be
     read; ``prediction`` (the record's fields) or ``null``; ``latest_ranking`` (``at``,
-    ``rank``, ``score``) or ``null``; ``in_force`` (``field``, ``original``, ``value`` and ``slurm_holds``); and
-    ``history``, each decision's fields with its time ``at``. Times are epoch seconds."""
+    ``rank``, ``score``) or ``null``; ``in_force`` (``field``, ``original``, ``value`` and
+    ``slurm_holds``); and ``history``, each decision's fields with its time ``at``. Times
+    are epoch seconds."""
     job = e.now.job
     now = None if e.now.unknown is not None else {
         "queued": job is not None,

@@ -45,10 +45,11 @@ def make_gateway(config: Config) -> SlurmGateway:
             minute), or ``pyslurm`` was asked for and cannot be imported.
     """
     slurm = config.slurm
-    named = ("slurm.conf", slurm.conf) if slurm.conf else ("SLURM_CONF (environment)", os.environ.get("SLURM_CONF", ""))
-    if named[1] and not os.path.isfile(named[1]):
-        why = "is not a file" if os.path.exists(named[1]) else "does not exist"
-        raise ConfigError(f"{named[0]}: {named[1]} {why}")
+    where, conf = (("slurm.conf", slurm.conf) if slurm.conf
+                   else ("SLURM_CONF (environment)", os.environ.get("SLURM_CONF", "")))
+    if conf and not os.path.isfile(conf):
+        why = "is not a file" if os.path.exists(conf) else "does not exist"
+        raise ConfigError(f"{where}: {conf} {why}")
     kwargs: _GatewayKwargs = {"slurm_conf": slurm.conf or None, "bin_dir": slurm.bin_dir or None,
                               "timeout_s": slurm.timeout_s}
     if slurm.backend == "pyslurm" or (slurm.backend == "auto" and pyslurm_available()):

@@ -192,7 +192,8 @@ class FeatureState:
     def experts(self, job: JobRecord) -> tuple[float, ...]:
         """Each expert's log2 estimate for the job now (NaN where it has none), capped at the limit."""
         limit = limit_of(job)
-        return self._expert_values(self._expert_stats(job, kind(job), units(job)), math.log2(limit) if limit is not None else _NAN)
+        return self._expert_values(self._expert_stats(job, kind(job), units(job)),
+                                   math.log2(limit) if limit is not None else _NAN)
 
     def snapshot(self, job: JobRecord, cache: SnapshotCache | None = None) -> Snapshot:
         """The job's experts, trusted expert, anchor and feature row from the statistics now.

@@ -93,8 +93,13 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
     if from_sacct:  # read before the database is opened, as the trace is checked: a failed read creates nothing
         from slurmsched.gateway import make_gateway
 
+        from slurmsched.errors import SlurmError
+
         assert since is not None  # checked above
-        accounting = read_accounting(make_gateway(config), since)
+        try:
+            accounting = read_accounting(make_gateway(config), since)
+        except SlurmError as exc:
+            raise type(exc)(f"{exc} (nothing was imported)") from None
     repo = open_repository(config, create=True, url=db_url)
     try:
         with tqdm(unit=" jobs", desc="importing", disable=None, leave=False) as bar:

@@ -54,7 +54,7 @@ def test_the_default_state_dir_is_not_made_for_a_trace_that_cannot_be_read(tmp_p
 def test_accounting_that_cannot_be_read_creates_no_database(tmp_path: Path, cli, db_url: str, slurm: str) -> None:
     if slurm == "no-sacct":
         env = {"SLURMSCHED_SLURM_BIN_DIR": str(tmp_path / "no-slurm")}
-        expected = f"error: sacct not found in {tmp_path / 'no-slurm'} (is slurm-client installed?)\n"
+        expected = f"error: sacct not found in {tmp_path / 'no-slurm'} (is slurm-client installed?)"
     else:
         if shutil.which("sacct") is None:
             pytest.skip("Slurm client commands (slurm-client) are not installed")
@@ -66,4 +66,5 @@ def test_accounting_that_cannot_be_read_creates_no_database(tmp_path: Path, cli,
     result = cli("history", "import", "--from-sacct", "--since", "1d", "--db", db_url, env=env)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: sacct") and result.stderr.count("\n") == 1 and expected in result.stderr
+    assert result.stderr.endswith(" (nothing was imported)\n")
     assert _no_schema(db_url)

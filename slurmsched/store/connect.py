@@ -39,7 +39,8 @@ def parse_url(url: str) -> URL:
     """Parse a database URL, mapping ``postgresql://`` to the psycopg 3 driver.
 
     Raises:
-        StoreError: the URL is malformed or names a database slurmsched does not support.
+        StoreError: the URL is malformed, names a database slurmsched does not support,
+            or gives SQLite options (``?mode=ro``: the driver ignores them).
     """
     try:
         parsed = make_url(url)
@@ -51,6 +52,10 @@ def parse_url(url: str) -> URL:
     if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
         raise StoreError(f"unsupported database {parsed.drivername!r} in {display_url(parsed)} "
                          "(use sqlite:///PATH or postgresql+psycopg://...)")
+    if parsed.get_backend_name() == "sqlite" and parsed.query:  # the driver would ignore them, or misread the path
+        raise StoreError(f"SQLite URL options are not supported ({', '.join(sorted(parsed.query))} in "
+                         f"{display_url(parsed)}): use sqlite:///PATH (a command that only reads opens it "
+                         "read-only itself)")
     return parsed
 
 

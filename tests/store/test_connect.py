@@ -123,6 +123,8 @@ def test_missing_tables_name_the_command(tmp_path: Path) -> None:
 @pytest.mark.parametrize("url, problem", [
     ("mysql://x/y", "unsupported database 'mysql'"),
     ("sqlite://", "SQLite needs a file"),
+    ("sqlite:////tmp/x.db?mode=ro", "SQLite URL options are not supported (mode in sqlite:////tmp/x.db?mode=ro)"),
+    ("sqlite:////tmp/x.db?uri=true&mode=ro", "SQLite URL options are not supported (mode, uri in"),
     ("not a url", "not a database URL"),
     ("postgresql://u:secret@host:notaport/db", "not a database URL: 'postgresql://u:***@host:notaport/db'"),
     ("postgresql+psycopg//u:secret@host/db", "not a database URL: 'postgresql+psycopg//u:***@host/db'"),

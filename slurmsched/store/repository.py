@@ -130,13 +130,17 @@ class SqlJobRepository:
 
         Returns:
             The steps this call applied, as ``(from, to)`` revisions (:func:`migrate.upgrade`):
-            empty when the database was up to date, also when an upgrade running at the same
-            time made them.
+            empty when the database was up to date (found without taking SQLite's write lock,
+            so a daemon's cycle in progress does not hold this up), also when an upgrade
+            running at the same time made them.
 
         Raises:
             SchemaOutOfDate: the database was migrated by a newer slurmsched (nothing is changed).
         """
-        self._refuse_newer(self.schema_revision())
+        current = self.schema_revision()
+        self._refuse_newer(current)
+        if current == migrate.head_revision():  # found by a read: a writer's transaction does not make it wait
+            return []
         with store_errors(self.engine.url):
             return migrate.upgrade(self.engine)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,20 @@ def test_empty_to_head_matches_the_orm_tables(db_url: str) -> None:
         repo.upgrade()  # idempotent
         repo.check_schema()
     finally:
+        repo.close()
+
+
+def test_upgrade_of_a_current_sqlite_database_does_not_wait_for_a_writer(tmp_path: Path) -> None:
+    """``db upgrade`` beside a daemon in the middle of a write: nothing to do, so no wait and no lock error."""
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    repo = SqlJobRepository.from_url(url, create=True, busy_timeout_s=0.2)
+    writer = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    try:
+        repo.upgrade()
+        writer.execute("BEGIN IMMEDIATE")
+        assert repo.upgrade() == []
+    finally:
+        writer.close()
         repo.close()
 
 

@@ -470,9 +470,11 @@ class SqlJobRepository:
     # --- model registry -----------------------------------------------------------
 
     def save_model(self, name: str, version: str, blob: bytes, meta: dict[str, object]) -> None:
-        """Store a fitted model as the newest version of ``name`` (replacing an equal version)."""
+        """Store a fitted model as the one version of ``name``, replacing the earlier ones in the
+        same transaction: only the newest is ever loaded, and a blob is megabytes (a daemon
+        refits several times a day)."""
         with self._conn() as conn:
-            conn.execute(delete(ModelRow).where(ModelRow.name == name, ModelRow.version == version))
+            conn.execute(delete(ModelRow).where(ModelRow.name == name))
             conn.execute(insert(ModelRow).values(name=name, version=version, blob=blob, meta=dict(meta),
                                                  saved_at=time.time()))
 

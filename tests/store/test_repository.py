@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from slurmsched.errors import StoreError
 from slurmsched.model import (ClusterSnapshot, Decision, GresRequest, JobRecord, JobState,
@@ -220,3 +220,6 @@ def test_model_registry_returns_the_newest(repo: SqlJobRepository) -> None:
     assert repo.load_model("gbm") == ("v2", b"\x00two", {"rows": 20, "features": ["user"]})
     repo.save_model("gbm", "v1", b"\x00one again", {})  # re-saving a version makes it the newest
     assert repo.load_model("gbm") == ("v1", b"\x00one again", {})
+    with repo.engine.connect() as conn:  # the earlier versions are gone, not kept as dead megabytes
+        assert conn.execute(text("SELECT name, version FROM models ORDER BY name")).all() == [
+            ("gbm", "v1"), ("other", "v9")]

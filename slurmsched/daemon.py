@@ -2,7 +2,7 @@
 
 Around each cycle the loop
 
-* refits a learning predictor on the whole history when
+* refits a learning predictor on its history (``daemon.fit_history_days``) when
   :class:`~slurmsched.predict.schedule.RefitSchedule` says so (enough new jobs, or
   ``daemon.refit_interval_s`` passed) and saves the fitted model through
   :meth:`JobRepository.save_model`; at start it reloads the newest saved model (and
@@ -35,7 +35,7 @@ from typing import Callable, Collection, Sequence, cast
 
 from slurmsched.config import Config
 from slurmsched.engine import Clock, CycleReport, Engine, SystemClock
-from slurmsched.engine.cycle import CURSOR
+from slurmsched.engine.cycle import CURSOR, fit_history
 from slurmsched.errors import SlurmschedError
 from slurmsched.gateway.protocol import SlurmGateway
 from slurmsched.model import Action, ClusterSnapshot, Decision, JobRecord, JobState, SetSiteFactor
@@ -105,7 +105,7 @@ class Daemon:
         self._estimates_version: str | None = None
         self._stop_now = False  # a second signal came while updates were being sent
         self.engine = Engine(gateway, repository, self._start_predictor(predictor), policy, planner,
-                             dry_run=self.settings.dry_run)
+                             dry_run=self.settings.dry_run, fit_window_s=self.settings.fit_window_s)
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -223,7 +223,7 @@ class Daemon:
 
         A saved model is loaded with the predictor class's ``from_bytes`` and gets the
         jobs that finished after its fit through ``update``. Without one, the predictor
-        is fitted on the whole history when it only keeps statistics (``learns`` false)
+        is fitted on its history (:func:`fit_history`) when it only keeps statistics (``learns`` false)
         or when :class:`RefitSchedule` finds enough history; otherwise it starts from
         the statistics alone and is fitted once enough jobs have finished.
         """
@@ -231,7 +231,7 @@ class Daemon:
         loaded = self._load_model(predictor)
         if loaded is not None:
             return loaded
-        history = self.repository.history()
+        history = fit_history(self.repository, now, self.settings.fit_window_s)
         self._history_jobs = len(history)
         learns = getattr(predictor, "learns", True)
         if not learns or self.schedule.due(len(history), None, now, None):
@@ -270,7 +270,7 @@ class Daemon:
         return loaded
 
     def refit(self, now: float) -> None:
-        """Refit the predictor on the whole history and save it through the repository."""
+        """Refit the predictor on its history (``daemon.fit_history_days``) and save it through the repository."""
         through = self.repository.get_cursor(CURSOR)
         self.engine.refit(now)
         self._fitted(self.engine.predictor, now, through)

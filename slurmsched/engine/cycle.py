@@ -95,6 +95,12 @@ class CycleReport:
         return sum(1 for o in self.outcomes if not o.ok)
 
 
+def fit_history(repository: JobRepository, now: float, window_s: float | None) -> list[JobRecord]:
+    """The finished jobs a fit at ``now`` learns from: those that ended in the last ``window_s``
+    seconds (``daemon.fit_history_days``), oldest end first; ``None``: every one."""
+    return repository.history(since=None if window_s is None else now - window_s)
+
+
 class Engine:
     """Runs scheduling cycles over injected Slurm, history, predictor, policy and planner.
 
@@ -105,9 +111,11 @@ class Engine:
         policy: queue-ordering policy.
         planner: turns scores into actions.
         dry_run: plan and record, send nothing to Slurm.
-        refit_interval_s: refit the predictor on the repository's whole history at the
-            first cycle and then every so many seconds of ``now``; ``None``: never
+        refit_interval_s: refit the predictor on its history (:func:`fit_history`) at
+            the first cycle and then every so many seconds of ``now``; ``None``: never
             (the caller fits it).
+        fit_window_s: a fit learns from the jobs that ended this many seconds before
+            ``now``; ``None``: the whole history.
         refresh_s: every so many seconds of ``now`` (and after a cycle that found
             slurmsched paused, as ``revert`` leaves it) a full pass re-reads slurmsched's
             applied changes (``slurmsched revert`` or another tool may have changed
@@ -125,7 +133,8 @@ class Engine:
 
     def __init__(self, gateway: SlurmGateway, repository: JobRepository, predictor: Predictor,
                  policy: Policy, planner: Planner, *, dry_run: bool = False,
-                 refit_interval_s: float | None = None, refresh_s: float = 3600.0,
+                 refit_interval_s: float | None = None, fit_window_s: float | None = None,
+                 refresh_s: float = 3600.0,
                  history_lookback_s: float = 86400.0, overlap_s: float = 300.0,
                  timer: Callable[[], float] = time.perf_counter) -> None:
         self.gateway = gateway
@@ -135,6 +144,7 @@ class Engine:
         self.planner = planner
         self.dry_run = dry_run
         self.refit_interval_s = refit_interval_s
+        self.fit_window_s = fit_window_s
         self.refresh_s = refresh_s
         self.history_lookback_s = history_lookback_s
         self.overlap_s = overlap_s
@@ -247,8 +257,8 @@ class Engine:
                            tuple(t.prediction for t in changes.fresh), self.dry_run, paused, timings)
 
     def refit(self, now: float) -> None:
-        """Refit the predictor on the repository's whole history; every job is predicted again."""
-        history = self.repository.history()
+        """Refit the predictor on its history (:func:`fit_history`); every job is predicted again."""
+        history = fit_history(self.repository, now, self.fit_window_s)
         log.info("refitting predictor %s on %s", self.predictor.name, plural(len(history), "finished job"))
         self.predictor.fit(history)
         self._tracker.repredict()

@@ -1,9 +1,10 @@
-"""``slurmsched history``: import job history (accounting or public traces) and summarize it."""
+"""``slurmsched history``: import job history (accounting or public traces), summarize it, purge old records."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -15,7 +16,7 @@ from slurmsched.cli.output import fit, printable
 from slurmsched.cli.params import Duration, Moment
 from slurmsched.errors import TraceFormatError
 from slurmsched.store import DEFAULT_BATCH
-from slurmsched.store.selection import check_since, one_cluster
+from slurmsched.store.selection import check_since, moment_text, one_cluster
 from slurmsched.text import plural
 from slurmsched.traces import FORMATS, iter_trace
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 @click.group("history")
 def history() -> None:
-    """Import finished jobs into the history database and summarize them."""
+    """Import finished jobs into the history database, summarize them, purge old records."""
 
 
 @history.command("import")
@@ -214,6 +215,57 @@ def _render(s: "HistoryStats") -> str:
             lines.append(f"{fit(printable(g.name or '-'), 16)} {g.jobs:>8} {_hms(g.runtime_p50_s):>12} "
                          f"{_hms(g.runtime_p90_s):>12} {_ratio(g.median_limit_ratio):>10}")
     return "\n".join(lines)
+
+
+@history.command("purge")
+@click.option("--before", type=Moment(), required=True, envvar="SLURMSCHED_HISTORY_PURGE_BEFORE",
+              allow_from_autoenv=False, show_envvar=True,
+              help="Delete what is older than DATE, or than an age such as 180d.")
+@click.option("--jobs", is_flag=True, envvar="SLURMSCHED_HISTORY_PURGE_JOBS", allow_from_autoenv=False,
+              show_envvar=True, help="Also finished jobs that ended before it (none within daemon.fit_history_days).")
+@click.option("--dry-run", is_flag=True, envvar="SLURMSCHED_HISTORY_PURGE_DRY_RUN", allow_from_autoenv=False,
+              show_envvar=True, help="Count what would be deleted; delete nothing.")
+@click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_HISTORY_PURGE_JSON", allow_from_autoenv=False,
+              show_envvar=True, help="Print the counts as one JSON object.")
+@DB_OPTION
+@click.pass_context
+def purge(ctx: click.Context, before: float, jobs: bool, dry_run: bool, as_json: bool, db_url: str | None) -> None:
+    """Delete old cycle records (with their predictions and decisions) and queue transitions.
+
+    They feed `status`, `explain` and audits, and grow with every job the daemon sees.
+    With --jobs, finished jobs that ended before DATE go too, but never one a fit still
+    learns from (daemon.fit_history_days). Runs beside the daemon: it deletes in small
+    transactions, oldest first, and never touches what the daemon acts on (changes in
+    force, the live queue, the saved model, the pause flag).
+    """
+    from slurmsched.store.repository import open_repository
+
+    config = get_config(ctx)
+    now = time.time()
+    if before > now:
+        raise click.UsageError(f"--before {moment_text(before)} is in the future: give a past date or an age such "
+                               "as 180d")
+    window = config.daemon.fit_window_s
+    if jobs and window is None:
+        raise click.UsageError("--jobs: daemon.fit_history_days is 0, so a fit learns from every finished job; "
+                               "bound it first")
+    if jobs and window is not None and before > now - window:
+        raise click.UsageError(f"--jobs: jobs that ended after {moment_text(now - window)} are ones a fit learns "
+                               f"from (daemon.fit_history_days = {config.daemon.fit_history_days:g}); give an "
+                               "earlier --before")
+    repo = open_repository(config, url=db_url)
+    try:
+        report = repo.purge(before, history=jobs, dry_run=dry_run)
+    finally:
+        repo.close()
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(report)))
+        return
+    text = (f"{plural(report.cycles, 'cycle')} (with {plural(report.predictions, 'prediction')} and "
+            f"{plural(report.decisions, 'decision')}) and {plural(report.transitions, 'queue transition')}")
+    if report.jobs is not None:
+        text += f", {plural(report.jobs, 'finished job')}"
+    click.echo(f"{'would delete' if dry_run else 'deleted'} {text} from before {moment_text(before)}")
 
 
 COMMANDS = [history]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -31,6 +32,9 @@ from slurmsched.store.schema import (AppliedChangeRow, Control, Cursor, Cycle, D
 
 #: ``to_state`` of the transition recorded when a job leaves the live queue.
 GONE = "GONE"
+#: Rows (for cycles: cycles with their predictions and decisions) one purge transaction
+#: deletes at most, so a daemon's cycle waits for one batch at most.
+PURGE_BATCH = 2000
 #: Job ids looked up per statement by ``stored_attempts`` (SQLite builds before 3.32 allow
 #: 999 bound values per statement).
 _IDS_PER_QUERY = 900
@@ -53,6 +57,27 @@ def upsert(conn: Connection, table: FromClause, rows: list[dict[str, Any]], key:
     stmt = stmt.on_conflict_do_update(index_elements=list(key),
                                       set_={name: stmt.excluded[name] for name in overwrite})
     conn.execute(stmt, rows)
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeReport:
+    """What :meth:`SqlJobRepository.purge` deleted (or, in a dry run, would delete).
+
+    Attributes:
+        before: the cut-off (POSIX seconds).
+        cycles, predictions, decisions: cycles that started before it, with their records.
+        transitions: live-queue state transitions before it.
+        jobs: finished attempts that ended before it; ``None`` when history was kept.
+        dry_run: nothing was deleted; the counts are what would be.
+    """
+
+    before: float
+    cycles: int
+    predictions: int
+    decisions: int
+    transitions: int
+    jobs: int | None
+    dry_run: bool
 
 
 class SqlJobRepository:
@@ -477,6 +502,64 @@ class SqlJobRepository:
             conn.execute(delete(ModelRow).where(ModelRow.name == name))
             conn.execute(insert(ModelRow).values(name=name, version=version, blob=blob, meta=dict(meta),
                                                  saved_at=time.time()))
+
+    # --- upkeep ------------------------------------------------------------------------
+
+    def purge(self, before: float, *, history: bool = False, dry_run: bool = False,
+              batch: int = PURGE_BATCH) -> PurgeReport:
+        """Delete the records older than ``before`` (``slurmsched history purge``).
+
+        Deletes the cycles that started before it with their predictions and decisions,
+        the live queue's transitions before it and, with ``history``, the finished
+        attempts that ended before it. What the daemon acts on is never touched: applied
+        changes (``revert``), the live queue, cursors, models, the pause flag, and
+        attempts without an end time. Each table goes oldest first in transactions of
+        at most ``batch`` rows (cycles: ``batch`` cycles), so a daemon's cycle waits for
+        one batch at most; an interrupted purge keeps the batches it finished.
+
+        Args:
+            dry_run: count what would go; delete nothing.
+
+        Raises:
+            StoreError: the database failed (batches already deleted stay deleted).
+        """
+        old_cycles = select(Cycle.id).where(Cycle.started_at < before)
+        old_transitions = select(Transition.id).where(Transition.at < before)
+        old_jobs = select(Job.id).where(Job.end_time < before)
+        if dry_run:
+            with self._conn(write=False) as conn:
+                def count(query: Any) -> int:
+                    return int(conn.execute(select(func.count()).select_from(query.subquery())).scalar_one())
+
+                return PurgeReport(
+                    before, count(old_cycles),
+                    count(select(PredictionRow.id).where(PredictionRow.cycle_id.in_(old_cycles))),
+                    count(select(DecisionRow.id).where(DecisionRow.cycle_id.in_(old_cycles))),
+                    count(old_transitions), count(old_jobs) if history else None, True)
+        cycles = predictions = decisions = 0
+        while (last := self._batch_end(old_cycles, Cycle.id, batch)) is not None:
+            these = old_cycles.where(Cycle.id <= last)
+            with self._conn() as conn:  # children first: no reliance on ON DELETE CASCADE
+                predictions += conn.execute(delete(PredictionRow).where(PredictionRow.cycle_id.in_(these))).rowcount
+                decisions += conn.execute(delete(DecisionRow).where(DecisionRow.cycle_id.in_(these))).rowcount
+                cycles += conn.execute(delete(Cycle).where(Cycle.id.in_(these))).rowcount
+        transitions = self._delete_oldest(Transition, old_transitions, batch)
+        jobs = self._delete_oldest(Job, old_jobs, batch) if history else None
+        return PurgeReport(before, cycles, predictions, decisions, transitions, jobs, False)
+
+    def _batch_end(self, query: Any, column: Any, batch: int) -> int | None:
+        """The highest of the first ``batch`` ids ``query`` selects; ``None`` when it selects none."""
+        with self._conn(write=False) as conn:
+            ids = conn.execute(query.order_by(column).limit(batch)).scalars().all()
+        return ids[-1] if ids else None
+
+    def _delete_oldest(self, table: type[Transition] | type[Job], query: Any, batch: int) -> int:
+        """Delete the rows ``query`` selects from ``table``, ``batch`` a transaction; how many went."""
+        deleted = 0
+        while (last := self._batch_end(query, table.id, batch)) is not None:
+            with self._conn() as conn:
+                deleted += conn.execute(delete(table).where(table.id.in_(query.where(table.id <= last)))).rowcount
+        return deleted
 
     def load_model(self, name: str) -> tuple[str, bytes, dict[str, Any]] | None:
         """The newest (version, blob, meta) of a model, or ``None`` if none was saved."""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, text
@@ -13,7 +16,7 @@ from slurmsched.model import (ClusterSnapshot, Decision, GresRequest, JobRecord,
 from slurmsched.store.memory import MemoryJobRepository
 from slurmsched.store.protocol import CycleKind
 from slurmsched.store.repository import GONE, SqlJobRepository
-from slurmsched.store.schema import Cycle, DecisionRow, PredictionRow, Transition
+from slurmsched.store.schema import Cycle, DecisionRow, Job, PredictionRow, Transition
 
 
 def finished(job_id: int, submit: float = 1_700_000_000.0, run: float = 600.0, **kw) -> JobRecord:
@@ -223,3 +226,79 @@ def test_model_registry_returns_the_newest(repo: SqlJobRepository) -> None:
     with repo.engine.connect() as conn:  # the earlier versions are gone, not kept as dead megabytes
         assert conn.execute(text("SELECT name, version FROM models ORDER BY name")).all() == [
             ("gbm", "v1"), ("other", "v9")]
+
+
+DAY = 86400.0
+NOW = time.time()  # purge refuses a cut-off in the future: the records are dated from now
+
+
+def fill(repo: SqlJobRepository, days_ago: float, job_id: int) -> None:
+    """One cycle ``days_ago`` days ago with a prediction and two decisions for ``job_id``,
+    the job's arrival in the queue then (and the previous one's leaving), and a finished
+    attempt that ended then."""
+    at = NOW - days_ago * DAY
+    with repo.transaction():
+        cycle = repo.start_cycle(at, CycleKind.LIVE)
+        repo.record_predictions(cycle, [Prediction(job_id, 600.0, 300.0, 900.0, "model")])
+        repo.record_decisions(cycle, [Decision(job_id, "rank", "ok", "shortest first"),
+                                      Decision(job_id, "SetSiteFactor", "ok", "rank 1", "0", "400")])
+        repo.finish_cycle(cycle, pending=1, running=0, actions=1, failed=0, timings={})
+        repo.observe(ClusterSnapshot(taken_at=at, cluster="c1", nodes=(), jobs=(
+            JobRecord(job_id=job_id, user="u", submit_time=at, state=JobState.PENDING),)))
+    repo.ingest_finished([finished(job_id + 1000, submit=at - 700)])
+
+
+def test_purge_deletes_what_is_older_and_keeps_what_the_daemon_acts_on(repo: SqlJobRepository) -> None:
+    for job_id, days_ago in ((1, 400), (2, 200), (3, 10)):
+        fill(repo, days_ago, job_id)
+    repo.record_applied(1, "SetSiteFactor", "0", "400")  # an old job's change in force: revert needs it
+    repo.save_model("slurmsched", "v1", b"blob", {})
+    repo.set_cursor("sacct", NOW - 500 * DAY)
+    unfinished = finished(9, submit=NOW - 900 * DAY, end_time=None, start_time=None, state=JobState.PENDING)
+    repo.ingest_finished([unfinished])
+
+    dry = repo.purge(NOW - 100 * DAY, history=True, dry_run=True)
+    assert (dry.cycles, dry.predictions, dry.decisions, dry.transitions, dry.jobs) == (2, 2, 4, 3, 2)
+    assert count(repo, Cycle) == 3 and count(repo, Job) == 4  # a dry run deletes nothing
+
+    kept_history = repo.purge(NOW - 300 * DAY, batch=1)
+    assert (kept_history.cycles, kept_history.predictions, kept_history.decisions, kept_history.transitions,
+            kept_history.jobs, kept_history.dry_run) == (1, 1, 2, 1, None, False)
+    assert count(repo, Job) == 4
+    report = repo.purge(NOW - 100 * DAY, history=True, batch=1)  # one row a transaction: the loop ends
+    assert (report.cycles, report.predictions, report.decisions, report.transitions, report.jobs) == (1, 1, 2, 2, 2)
+    assert [c.started_at for c in repo.recent_cycles()] == [pytest.approx(NOW - 10 * DAY)]
+    assert (count(repo, PredictionRow), count(repo, DecisionRow), count(repo, Transition)) == (1, 2, 2)
+    assert [j.job_id for j in repo.history()] == [1003] and repo.count_jobs() == 2  # and the unfinished one
+    assert [(c.job_id, c.current) for c in repo.applied_changes()] == [(1, "400")]
+    assert repo.load_model("slurmsched") is not None and repo.get_cursor("sacct") == pytest.approx(NOW - 500 * DAY)
+    assert repo.purge(NOW - 100 * DAY, history=True).cycles == 0  # nothing left to delete
+
+
+def test_purge_command(tmp_path: Path, cli) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    repo = SqlJobRepository.from_url(db, create=True)
+    try:
+        repo.upgrade()
+        for job_id, days_ago in ((1, 400), (2, 10)):
+            fill(repo, days_ago, job_id)
+    finally:
+        repo.close()
+    dry = cli("history", "purge", "--before", "180d", "--jobs", "--dry-run", "--db", db,
+              env={"SLURMSCHED_DAEMON_FIT_HISTORY_DAYS": "100"})
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("would delete 1 cycle (with 1 prediction and 2 decisions) and 1 queue transition, "
+                                 "1 finished job from before ")
+    done = cli("history", "purge", "--before", "180d", "--json", "--db", db)
+    assert done.returncode == 0, done.stderr
+    assert {k: v for k, v in json.loads(done.stdout).items() if k != "before"} == {
+        "cycles": 1, "predictions": 1, "decisions": 2, "transitions": 1, "jobs": None, "dry_run": False}
+    within = cli("history", "purge", "--before", "180d", "--jobs", "--db", db)  # the default window is 365 days
+    assert within.returncode == 2 and "a fit learns from (daemon.fit_history_days = 365)" in within.stderr
+    every = cli("history", "purge", "--before", "180d", "--jobs", "--db", db,
+                env={"SLURMSCHED_DAEMON_FIT_HISTORY_DAYS": "0"})
+    assert every.returncode == 2 and "daemon.fit_history_days is 0" in every.stderr
+    future = cli("history", "purge", "--before", "2999-01-01", "--db", db)
+    assert future.returncode == 2 and "is in the future" in future.stderr
+    missing = cli("history", "purge", "--before", "1d", "--db", f"sqlite:///{tmp_path / 'none.db'}")
+    assert missing.returncode == 2 and "no database at" in missing.stderr and not (tmp_path / "none.db").exists()

@@ -22,10 +22,12 @@ import math
 from dataclasses import dataclass
 
 from slurmsched.config import PlannerSection
+from slurmsched.gateway.argv import SITE_FACTOR_LIMIT
 from slurmsched.model import SchedulerConfig
 
 GUARD_LEVEL = -1
-MAX_SITE_FACTOR = 2**31 - 1
+#: The largest SiteFactor a level may have: what ``scontrol update`` accepts.
+MAX_SITE_FACTOR = SITE_FACTOR_LIMIT
 DEFAULT_BLEND_RANGE = 1000
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from slurmsched.config import Config, ConstraintsSection, PlannerSection, PolicySection, load_config
 from slurmsched.errors import ConfigError
+from slurmsched.gateway.argv import SITE_FACTOR_LIMIT, site_factor_argv
 from slurmsched.model import (ClusterSnapshot, GresRequest, JobRecord, NodeRecord, Prediction, SchedulerConfig,
                               SetFeatures, SetSiteFactor, SetSwitches)
 from slurmsched.planner import Planner, SiteFactorScale, count_rpcs, describe, guaranteed_wait_bound, revert_actions
@@ -286,7 +287,7 @@ def test_a_capped_step_is_reported_by_the_planner_not_by_building_the_scale(capl
     with caplog.at_level("WARNING"):
         scale = SiteFactorScale.build(section, WEIGHTS)
     assert not caplog.records
-    assert scale.capped_from == other_weights(WEIGHTS) + 1 and (scale.top + 1) * scale.step <= 2**31 - 1
+    assert scale.capped_from == other_weights(WEIGHTS) + 1 and (scale.top + 1) * scale.step <= SITE_FACTOR_LIMIT
     assert scale.cap_warning() == (f"PriorityWeight* sum too large for {scale.top + 2} SiteFactor levels; step "
                                    f"capped at {scale.step} (the mode asks for {scale.capped_from})")
     assert SiteFactorScale.build(PlannerSection(), WEIGHTS).cap_warning() is None
@@ -294,3 +295,15 @@ def test_a_capped_step_is_reported_by_the_planner_not_by_building_the_scale(capl
     with caplog.at_level("WARNING", logger="slurmsched.planner.plan"):
         assert planner.scale(WEIGHTS) == planner.scale(WEIGHTS) == scale
     assert caplog.messages == [scale.cap_warning()]
+
+
+def test_a_capped_scale_sends_only_values_scontrol_accepts() -> None:
+    """scontrol refuses a SiteFactor beyond +/-(NICE_OFFSET - 3): a capped step must keep the
+    guard level, its largest value, within that, or every job that reached the guard would
+    be refused for ever."""
+    huge = SchedulerConfig(weight_fairshare=200_000_000)
+    scale = SiteFactorScale.build(PlannerSection(), huge)
+    assert scale.capped_from is not None
+    guard = scale.value(GUARD_LEVEL)
+    assert guard <= SITE_FACTOR_LIMIT
+    assert site_factor_argv([1], guard) == ["update", "JobId=1", f"SiteFactor={guard}"]

@@ -174,7 +174,9 @@ class Planner:
         """Decide one job's SiteFactor: ``(step, value, current)``.
 
         ``value`` is the value to send (SEND) or to record (ADOPT); ``current`` is the
-        job's SiteFactor now (from ``sprio``, else slurmsched's record). A job that
+        job's SiteFactor now (from ``sprio``, else slurmsched's record), except that a SEND
+        that replaces the value ``job_submit.lua`` gave the job at submit (slurmsched's own,
+        not yet recorded) replaces 0, Slurm's default, which ``revert`` then restores. A job that
         ``sprio`` does not list (its begin time is ahead) and that slurmsched never
         changed is left alone (KEEP): its value is unknown, and a change would record a
         wrong original for ``revert``; it is planned once ``sprio`` lists it. So is a job
@@ -206,7 +208,7 @@ class Planner:
             hysteresis = self.section.hysteresis_levels
             if (now_level is None or GUARD_LEVEL in (now_level, level)
                     or not now_level - hysteresis <= position < now_level + 1 + hysteresis):
-                return Step.SEND, target, current
+                return Step.SEND, target, 0 if record is None and valued_at_submit(job) else current
             held = True
         if record is None:  # the current value's level only matters for a job that is not at it yet
             if current != 0 and valued_at_submit(job) and scale.level_of_value(current) is not None:

@@ -18,6 +18,7 @@ from slurmsched.engine import Engine
 from slurmsched.errors import SlurmError
 from slurmsched.model import ActionOutcome, JobRecord, JobState, SchedulerConfig, SetSiteFactor
 from slurmsched.planner import Planner
+from slurmsched.planner.plan import submit_stamp
 from slurmsched.planner.scale import GUARD_LEVEL
 from slurmsched.policy import PolicyContext, make_policy
 from slurmsched.policy.base import backlog_waits
@@ -332,3 +333,23 @@ def test_a_refit_learns_from_the_jobs_that_ended_within_the_fit_window() -> None
         engine = Engine(world.slurm, repository, Recording(), world.policy, world.planner, fit_window_s=window_s)
         engine.refit(START)
         assert fitted[-1] == learned
+
+
+def test_revert_takes_a_job_valued_by_job_submit_lua_back_to_slurms_default() -> None:
+    """A job the script gave a level that the daemon's cycle then moves: the value it
+    replaced is job_submit.lua's, i.e. slurmsched's own, so revert restores Slurm's 0."""
+    world = World()
+    by_script = world.planner.scale(WEIGHTS).value(0)  # the script thought it tiny
+    stamped = JobRecord(job_id=world.next_id, user="alice", name="train", submit_time=world.clock.now(),
+                        partition="batch", gpus=16, nodes=2, time_limit_s=int(48 * HOUR), site_factor=by_script,
+                        admin_comment=submit_stamp(by_script))
+    world.slurm.submit(SimJob(trace=stamped, job_id=stamped.job_id, submit=stamped.submit_time, duration=HOUR,
+                              units=16, bf_limit=48 * HOUR, final_state=JobState.COMPLETED,
+                              partition=world.spec.partition("batch"), nodes=2, site_factor=by_script))
+    assert site_factors(world)[stamped.job_id] == by_script
+    report = world.cycle(0.1)
+    moved = [a for a in report.plan.actions if a.job_id == stamped.job_id]
+    assert moved and moved[0].value != by_script
+    world.repository.set_paused(True)
+    revert_all(world.slurm, world.repository)
+    assert set(site_factors(world).values()) == {0}

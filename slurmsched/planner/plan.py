@@ -182,13 +182,16 @@ class Planner:
         wrong original for ``revert``; it is planned once ``sprio`` lists it. So is a job
         that holds a value that is neither slurmsched's last one, nor the original, nor
         one of ``scale``'s levels: somebody set it since (``scontrol update``), and that
-        value stands, as ``revert`` lets it stand. (A level value is taken for an update
-        of slurmsched's that failed, and is planned again.)
+        value stands, as ``revert`` lets it stand; likewise a job slurmsched never changed
+        that holds a value that is neither a level nor the one ``job_submit.lua`` gave it:
+        an admin set it. (A level value is taken for an update of slurmsched's that
+        failed, or for one whose record is gone, and is planned again.)
         """
         if job.site_factor is not None:
             current = job.site_factor
-            if (record is not None and str(current) not in (record.current, original_text(record))
-                    and scale.level_of_value(current) is None):
+            if scale.level_of_value(current) is None and (
+                    str(current) not in (record.current, original_text(record)) if record is not None
+                    else not valued_at_submit(job)):
                 return Step.KEEP, current, current
         elif record is not None:
             current = int(record.current)

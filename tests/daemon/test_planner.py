@@ -307,3 +307,18 @@ def test_a_capped_scale_sends_only_values_scontrol_accepts() -> None:
     guard = scale.value(GUARD_LEVEL)
     assert guard <= SITE_FACTOR_LIMIT
     assert site_factor_argv([1], guard) == ["update", "JobId=1", f"SiteFactor={guard}"]
+
+
+def test_a_value_an_admin_set_before_slurmsched_touched_the_job_stands() -> None:
+    """``scontrol update SiteFactor=`` on a job slurmsched has not changed yet (a value that
+    is neither a level nor job_submit.lua's): the admin's value is not overwritten."""
+    planner = Planner(config())
+    scale = planner.scale(WEIGHTS)
+    boosted, lowered = scale.value(0) + 123, -500
+    assert scale.level_of_value(boosted) is None and scale.level_of_value(lowered) is None
+    jobs = [job(1, site_factor=boosted), job(2, site_factor=lowered), job(3, site_factor=0)]
+    plan = plan_for(planner, jobs, {1: 1.0, 2: 1.0, 3: 1.0})
+    assert [a.job_id for a in plan.actions] == [3] and plan.adopted == ()
+    # job_submit.lua's stamp of a value that is no level any more (the weights changed): slurmsched's own
+    stale = job(4, site_factor=boosted, admin_comment=f"slurmsched:site_factor={boosted}")
+    assert [(a.job_id, a.previous) for a in plan_for(planner, [stale], {4: 1.0}).actions] == [(4, 0)]

@@ -98,4 +98,4 @@ def test_a_job_sprio_does_not_list_is_left_alone_until_it_does() -> None:
     nor recorded (a record would keep 0 as the original and revert would lose an admin's value)."""
     scale = PLANNER.scale(WEIGHTS)
     assert PLANNER.site_factor_step(job(9, site_factor=None), 100.0, True, None, scale)[0] is Step.KEEP
-    assert PLANNER.site_factor_step(job(9, site_factor=5555), 100.0, True, None, scale)[0] is Step.SEND
+    assert PLANNER.site_factor_step(job(9, site_factor=0), 100.0, True, None, scale)[0] is Step.SEND

@@ -220,7 +220,7 @@ class Engine:
         self._dirty_users, self._dirty_names = set(), set()
         lap("predict")
         plan = self._plan(changes, snapshot, now)
-        stale = self._stale_records() if full else []
+        stale = self._stale_records(snapshot, changes.departed, full)
         lap("plan")
         try:
             with self.repository.transaction():
@@ -380,10 +380,24 @@ class Engine:
                   else undo_reason(self.policy.name, False))
         return SetSiteFactor(action.job_id, action.value, action.previous, reason)
 
-    def _stale_records(self) -> list[_Key]:
-        """Applied changes of jobs no longer pending (checked on full passes)."""
-        ids = self._tracker.jobs
-        return [key for key in self._applied if key[0] not in ids]
+    def _stale_records(self, snapshot: ClusterSnapshot, departed: Sequence[int], full: bool) -> list[_Key]:
+        """Applied changes of jobs that left the queue: of those ``departed`` from the pending
+        queue this cycle, and on ``full`` passes of every job not pending.
+
+        A job still in ``snapshot`` (running, suspended) keeps its records: a requeue brings
+        it back pending with the values slurmsched set (Slurm keeps them), which the planner
+        and ``revert`` must still know for slurmsched's, with their original.
+        """
+        applied = self._applied
+        if full:
+            pending = self._tracker.jobs
+            keys = [key for key in applied if key[0] not in pending]
+        else:
+            keys = [(job_id, kind) for job_id in departed for kind in KINDS if (job_id, kind) in applied]
+        if not keys:
+            return []
+        queued = {job.job_id for job in snapshot.jobs}
+        return [key for key in keys if key[0] not in queued]
 
     def _queue(self, snapshot: ClusterSnapshot, first: bool) -> _QueueArgs:
         """What the tracker takes in: the gateway's delta when it is relative to the last
@@ -432,8 +446,7 @@ class Engine:
             repo.record_applied(action.job_id, kind, previous, new)
             mirror.append(((action.job_id, kind), AppliedChange(action.job_id, kind, previous, new)))
             decisions.append(self._decision(action, "adopted: value already set (job_submit.lua)"))
-        gone = [(job_id, kind) for job_id in changes.departed for kind in KINDS if (job_id, kind) in self._applied]
-        for key in gone + stale + list(plan.settled):
+        for key in stale + list(plan.settled):
             repo.forget_applied(*key)
             mirror.append((key, None))
         for job_id in changes.departed:

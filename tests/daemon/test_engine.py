@@ -16,7 +16,7 @@ from slurmsched.config import Config, PlannerSection
 from slurmsched.daemon import revert_all
 from slurmsched.engine import Engine
 from slurmsched.errors import SlurmError
-from slurmsched.model import ActionOutcome, JobRecord, JobState, SchedulerConfig, SetSiteFactor
+from slurmsched.model import ActionOutcome, ClusterSnapshot, JobRecord, JobState, SchedulerConfig, SetSiteFactor
 from slurmsched.planner import Planner
 from slurmsched.planner.plan import submit_stamp
 from slurmsched.planner.scale import GUARD_LEVEL
@@ -353,3 +353,43 @@ def test_revert_takes_a_job_valued_by_job_submit_lua_back_to_slurms_default() ->
     world.repository.set_paused(True)
     revert_all(world.slurm, world.repository)
     assert set(site_factors(world).values()) == {0}
+
+
+class Requeuing:
+    """Slurm as a requeue leaves a job (seen on 22.05): it starts, comes back pending, and
+    keeps the SiteFactor it was given before it started."""
+
+    def __init__(self) -> None:
+        self.job = JobRecord(job_id=7, user="alice", name="train", submit_time=START, partition="batch", gpus=4,
+                             time_limit_s=int(4 * HOUR))
+        self.site_factor, self.running = 0, False
+
+    def snapshot(self) -> ClusterSnapshot:
+        job = dataclasses.replace(self.job, state=JobState.RUNNING if self.running else JobState.PENDING,
+                                  site_factor=None if self.running else self.site_factor)
+        return ClusterSnapshot(START, "test", (job,), (), WEIGHTS)
+
+    def finished_since(self, since: float) -> list[JobRecord]:
+        return []
+
+    def apply(self, actions):
+        self.site_factor = actions[-1].value
+        return [ActionOutcome(a, True) for a in actions]
+
+
+def test_a_requeued_job_comes_back_with_its_record_so_revert_restores_it() -> None:
+    slurm, repository = Requeuing(), MemoryJobRepository(cluster="test")
+    predictor = UserLimitPredictor()
+    predictor.fit([])
+    engine = Engine(slurm, repository, predictor, make_policy("qssf", POLICY_ARGS), Planner(Config()))
+    engine.run_cycle(START + 60)
+    given = slurm.site_factor
+    assert given > 0
+    slurm.running = True                               # it starts: slurmsched's value stays on the job
+    engine.run_cycle(START + 120)
+    slurm.running = False                              # preempted and requeued, or its node failed
+    engine.run_cycle(START + 180)
+    assert slurm.site_factor == given
+    assert [(c.job_id, c.original, c.current) for c in repository.applied_changes()] == [(7, "0", str(given))]
+    repository.set_paused(True)
+    assert revert_all(slurm, repository).reverted == 1 and slurm.site_factor == 0

@@ -20,7 +20,7 @@ class SlurmError(SlurmschedError):
 
 
 class SlurmCommandNotFound(SlurmError):
-    """A Slurm client command (``squeue``, ``scontrol`` ...) is not installed or not on PATH."""
+    """A Slurm client command (``squeue``, ``scontrol`` ...) is not installed, not on PATH or cannot be run."""
 
 
 class SlurmUnavailable(SlurmError):

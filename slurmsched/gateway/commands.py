@@ -3,7 +3,8 @@
 Never through a shell: every call is ``subprocess.run([binary, *args])``, so job names,
 features and node lists reach Slurm byte for byte. Errors:
 
-* the binary is missing (or not executable) -> :class:`SlurmCommandNotFound`;
+* the binary is missing, not executable or cannot be started (no ``#!`` line, or the
+  fork itself failed: too many processes, no memory) -> :class:`SlurmCommandNotFound`;
 * the command ran past the timeout, or Slurm says the controller/database cannot be
   reached -> :class:`SlurmUnavailable`; after a timeout the message carries the first
   line the command had written to stderr by then, if any (``scontrol`` retries for a
@@ -93,11 +94,12 @@ class SlurmCommands:
         Args:
             name: the Slurm command (``squeue``, ``scontrol`` ...).
             args: its arguments, passed as they are (no shell, no quoting).
-            check: raise on a non-zero exit; with ``False`` only a missing binary, a
-                timeout and an unreachable daemon raise, other failures are returned.
+            check: raise on a non-zero exit; with ``False`` only a binary that cannot be
+                run, a timeout and an unreachable daemon raise, other failures are returned.
 
         Raises:
-            SlurmCommandNotFound: the binary does not exist or is not executable.
+            SlurmCommandNotFound: the binary does not exist, is not executable or could not
+                be started.
             SlurmUnavailable: timeout (with the first line of stderr written so far), or
                 Slurm reports the daemon unreachable.
             SlurmCommandFailed: non-zero exit (only with ``check=True``).
@@ -112,6 +114,8 @@ class SlurmCommands:
             raise SlurmCommandNotFound(f"{name} not found in {where} (is slurm-client installed?)") from None
         except PermissionError:
             raise SlurmCommandNotFound(f"{self.binary(name)} is not executable") from None
+        except OSError as exc:  # ENOEXEC (a script without #!), EAGAIN or ENOMEM (fork failed)
+            raise SlurmCommandNotFound(f"{self.binary(name)} cannot be run: {exc.strerror}") from None
         except subprocess.TimeoutExpired as exc:
             said = _unprefixed(name, _first_line(exc.stderr))
             raise SlurmUnavailable(f"{name} did not answer within {self.timeout_s:g} s "

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from slurmsched.errors import SlurmCommandFailed, SlurmUnavailable
+from slurmsched.errors import SlurmCommandFailed, SlurmCommandNotFound, SlurmUnavailable
+from slurmsched.gateway import CliGateway
 from slurmsched.gateway.commands import SlurmCommands
+from slurmsched.model import SetSiteFactor
 
 
 @pytest.mark.parametrize(("said", "error", "message"), [
@@ -26,3 +28,26 @@ def test_a_failed_command_is_named_once(tmp_path, said, error, message):
     with pytest.raises(error) as err:
         SlurmCommands(bin_dir=str(tmp_path)).run("sacct", [])
     assert str(err.value) == message
+
+
+def test_a_command_that_cannot_be_started_is_a_typed_error(tmp_path):
+    """An executable that the kernel refuses (a wrapper script without ``#!``: ENOEXEC; a
+    failed fork is the same OSError) was an untyped OSError: 'internal error (a bug)'."""
+    script = tmp_path / "squeue"
+    script.write_text("exec /usr/bin/squeue \"$@\"\n")
+    script.chmod(0o755)
+    with pytest.raises(SlurmCommandNotFound) as err:
+        SlurmCommands(bin_dir=str(tmp_path)).run("squeue", ["--json"])
+    assert str(err.value) == f"{script} cannot be run: Exec format error"
+
+
+def test_apply_never_raises_when_scontrol_cannot_be_started_mid_batch(tmp_path):
+    """The first SiteFactor batch goes out; the second ``scontrol`` cannot be started. apply
+    must still return an outcome per action (the engine records them all in one
+    transaction; an exception would roll back the record of the update already made)."""
+    script = tmp_path / "scontrol"
+    script.write_text("#!/bin/sh\nprintf 'not a program\\n' > \"$0\"\n")  # runs once, then ENOEXEC
+    script.chmod(0o755)
+    outcomes = CliGateway(bin_dir=str(tmp_path)).apply([SetSiteFactor(1, 10), SetSiteFactor(2, 20)])
+    assert [(o.ok, o.message) for o in outcomes] == [
+        (True, ""), (False, f"{script} cannot be run: Exec format error")]

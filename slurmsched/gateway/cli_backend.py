@@ -47,6 +47,9 @@ SITE_FACTOR_BATCH = 1000
 #: ``sacct -s``: every terminal state, plus REQUEUED for the attempts before a requeue.
 TERMINAL_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RQ,TO"
 _PER_JOB_ERROR = re.compile(r"^(?P<message>.+?) for job (?P<job>\d+)\s*$")
+#: scontrol's answer for one part of a job array (``41_[2-9]: No error``), see :func:`_outcomes`.
+_ARRAY_PART = re.compile(r"^(?P<job>\d+)_[\d\[\],%-]+: (?P<message>.+?)\s*$")
+_NO_ERROR = "No error"
 
 
 class CliGateway:
@@ -148,8 +151,9 @@ class CliGateway:
 
         SiteFactor actions that share a value go out as one ``scontrol update
         JobId=a,b,c SiteFactor=V`` (chunks of :data:`SITE_FACTOR_BATCH`); Slurm's
-        per-job complaints (``Invalid job id specified for job N``) are attributed to
-        their jobs and the rest of the batch counts as applied. Every other action is one
+        per-job complaints (``Invalid job id specified for job N``, ``N_0: Job has
+        already finished``) are attributed to their jobs and the rest of the batch
+        counts as applied (:func:`_outcomes`). Every other action is one
         ``scontrol update``. An action with a value that must not be sent is refused
         without calling Slurm.
         """
@@ -177,7 +181,7 @@ class CliGateway:
             return ActionOutcome(action, False, str(exc))
         if result.returncode == 0:
             return ActionOutcome(action, True, "")
-        return ActionOutcome(action, False, _job_message(result.first_error_line))
+        return _outcomes([action], result)[0]
 
     def _apply_site_factor(self, actions: list[SetSiteFactor], value: int) -> list[ActionOutcome]:
         try:
@@ -190,24 +194,31 @@ class CliGateway:
             return [ActionOutcome(a, False, str(exc)) for a in actions]
         if result.returncode == 0:
             return [ActionOutcome(a, True, "") for a in actions]
-        failures = _per_job_errors(result)
-        if not failures:
-            message = result.first_error_line
-            return [ActionOutcome(a, False, message) for a in actions]
-        return [ActionOutcome(a, a.job_id not in failures, failures.get(a.job_id, "")) for a in actions]
+        return _outcomes(actions, result)
 
 
-def _per_job_errors(result: CommandResult) -> dict[int, str]:
-    """``Invalid job id specified for job 7`` lines of a batched update -> {7: message}."""
+def _outcomes(actions: Sequence[Action], result: CommandResult) -> list[ActionOutcome]:
+    """The outcome of each action of an ``scontrol update`` that exited non-zero.
+
+    Slurm names the job of each complaint (``Invalid job id specified for job 7``); the
+    other jobs were updated. A job array addressed by its id whose tasks are not all
+    alike (one finished or running) is answered part by part, with exit status 1 even
+    when nothing failed (``41_0: Job has already finished``, ``41_[2-9]: No error``):
+    the array counts as updated when a part of it was (a finished task refuses every
+    update, a running one what only pending jobs take). Without a line that names a
+    job, every action fails with Slurm's first line.
+    """
     failures: dict[int, str] = {}
+    updated: set[int] = set()
     for line in result.stderr.splitlines():
-        match = _PER_JOB_ERROR.match(line.strip())
-        if match:
-            failures[int(match["job"])] = match["message"]
-    return failures
-
-
-def _job_message(line: str) -> str:
-    """Slurm's text without the trailing ``for job N`` (the outcome names its job)."""
-    match = _PER_JOB_ERROR.match(line)
-    return match["message"] if match else line
+        match = _PER_JOB_ERROR.match(line.strip()) or _ARRAY_PART.match(line.strip())
+        if match is None:
+            continue
+        if match["message"] == _NO_ERROR:
+            updated.add(int(match["job"]))
+        else:
+            failures.setdefault(int(match["job"]), match["message"])
+    if not (failures or updated):
+        return [ActionOutcome(a, False, result.first_error_line) for a in actions]
+    failed = {job: message for job, message in failures.items() if job not in updated}
+    return [ActionOutcome(a, a.job_id not in failed, failed.get(a.job_id, "")) for a in actions]

@@ -112,6 +112,21 @@ def test_site_factor_reaches_sprio_and_changes_start_order(gateway, slurm_cluste
     assert slurm_jobs.state(first) == "PENDING"
 
 
+def test_an_array_with_a_finished_task_is_updated_with_the_rest_of_its_batch(gateway, slurm_cluster, slurm_jobs):
+    """Addressed by its id, an array whose task 0 has finished makes scontrol answer per
+    part (``A_0: Job has already finished``, ``A_[2-3]: No error``) and exit 1: every job of
+    the batch was reported failed although Slurm updated them all."""
+    array = slurm_jobs.submit("--array=0-3%1", "-t", "5", name="array",
+                              wrap="[ $SLURM_ARRAY_TASK_ID = 0 ] || sleep 300")
+    held = slurm_jobs.submit("-H", "-t", "5", name="held", wrap="true")
+    wait_until("task 0 to finish and task 1 to run", lambda: slurm_cluster.run(
+        "squeue", "-h", "-r", "--states=all", "-j", f"{array}_0,{array}_1", "-o", "%T", check=False
+    ).stdout.split() == ["COMPLETED", "RUNNING"], 30, 0.3)
+    outcomes = gateway.apply([SetSiteFactor(array, 9), SetSiteFactor(held, 9), SetFeatures(array, "a100")])
+    assert [(o.ok, o.message) for o in outcomes] == [(True, ""), (True, ""), (True, "")]
+    assert "Features=a100 " in slurm_cluster.run("scontrol", "-o", "show", "job", f"{array}_3").stdout
+
+
 def test_constraints_round_trip(gateway, slurm_jobs):
     job = slurm_jobs.submit("-H", "--gres=gpu:1", "-N2", "-t", "5", name="held", wrap="sleep 10")
     outcomes = gateway.apply([SetSwitches(job, 1, 600), SetFeatures(job, "nosuchfeature"),

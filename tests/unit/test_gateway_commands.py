@@ -51,3 +51,21 @@ def test_apply_never_raises_when_scontrol_cannot_be_started_mid_batch(tmp_path):
     outcomes = CliGateway(bin_dir=str(tmp_path)).apply([SetSiteFactor(1, 10), SetSiteFactor(2, 20)])
     assert [(o.ok, o.message) for o in outcomes] == [
         (True, ""), (False, f"{script} cannot be run: Exec format error")]
+
+
+@pytest.mark.parametrize(("said", "expected"), [
+    # 22.05, JobId=41,27 where array 41's task 0 has finished: everything pending was updated
+    ("41_0: Job has already finished\n41_[2-9]: No error\n", [(True, ""), (True, "")]),
+    ("41_0: Job has already finished\n41_1: Job is no longer pending execution\n41_2-9: No error\n"
+     "Invalid job id specified for job 27\n", [(True, ""), (False, "Invalid job id specified")]),
+    ("41_0: Job has already finished\n", [(False, "Job has already finished"), (True, "")]),
+    ("scontrol: error: Access/permission denied\n", [(False, "scontrol: error: Access/permission denied")] * 2),
+])
+def test_scontrol_answers_are_attributed_to_their_jobs(tmp_path, said, expected):
+    """A job array addressed by its id is answered part by part, exit status 1 even when
+    nothing failed; the batch was all reported failed."""
+    script = tmp_path / "scontrol"
+    script.write_text(f"#!/bin/sh\nprintf '{said}' >&2\nexit 1\n")
+    script.chmod(0o755)
+    outcomes = CliGateway(bin_dir=str(tmp_path)).apply([SetSiteFactor(41, 5), SetSiteFactor(27, 5)])
+    assert [(o.ok, o.message) for o in outcomes] == expected

@@ -212,9 +212,11 @@ def write_submit_cache(path: str | os.PathLike[str], cache: SubmitCache) -> None
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o640)
         os.replace(tmp, target)
-    except OSError as exc:
+    except BaseException as exc:  # an OSError, or the daemon's stop signal: no temporary file stays
         Path(tmp).unlink(missing_ok=True)
-        raise StoreError(f"cannot write submit cache {target}: {exc.strerror}") from None
+        if isinstance(exc, OSError):
+            raise StoreError(f"cannot write submit cache {target}: {exc.strerror}") from None
+        raise
     log.debug("wrote submit cache %s (%d levels, %d estimates)", target, len(cache.levels), len(listed(cache)))
 
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from slurmsched.config import Config, PlannerSection
-from slurmsched.daemon import Daemon
+from slurmsched.daemon import Daemon, StopNow
 from slurmsched.errors import StoreError
 from slurmsched.model import JobRecord, JobState, SchedulerConfig
 from slurmsched.planner import Planner, SiteFactorScale
@@ -79,6 +79,22 @@ def test_replace_is_atomic_and_leaves_no_temporary_files(tmp_path):
     assert os.stat(path).st_ino != inode            # a new file renamed over the old one
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
     assert read_submit_cache(path).written_at == 1_700_000_100
+
+
+def test_a_stop_signal_while_writing_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """The daemon's second SIGTERM raises StopNow wherever the cycle is; one in the middle
+    of writing the cache left its temporary file behind in the state directory."""
+    path = tmp_path / "c"
+    write_submit_cache(path, _cache())
+
+    def interrupted(fd: int) -> None:
+        raise StopNow()
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(StopNow):
+        write_submit_cache(path, _cache(written_at=1_700_000_100))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+    assert read_submit_cache(path).written_at == _cache().written_at
 
 
 def test_missing_directory_and_bad_files_raise_store_error(tmp_path):

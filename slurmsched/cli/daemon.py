@@ -71,16 +71,22 @@ def _repository(config: Config, *, read_only: bool = False):
     return open_repository(config, read_only=read_only)
 
 
-def _pause(config: Config, repo: JobRepository) -> bool:
+def _pause(config: Config, repo: JobRepository) -> str:
     """Set the pause flag and remove the submit cache (job_submit.lua then leaves new jobs alone).
 
-    Returns whether a cache was there to remove.
+    Returns what became of the cache, for the command's message: ``""`` when there was
+    none. One that cannot be removed (``daemon.submit_cache`` names a directory, or one
+    this user cannot write) is said so; the paused daemon removes it at its next cycle.
     """
     repo.set_paused(True)
     path = config.daemon.submit_cache_path
-    existed = path.exists()
-    path.unlink(missing_ok=True)
-    return existed
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"; submit cache {path} NOT removed ({exc.strerror}): the daemon removes it at its next cycle"
+    return "; submit cache removed, job_submit.lua leaves new jobs alone"
 
 
 # --- run ---------------------------------------------------------------------------------
@@ -462,9 +468,8 @@ def pause(ctx: click.Context) -> None:
     """Stop changing jobs from the next cycle on (and at once for new submissions)."""
     config = get_config(ctx)
     with closing(_repository(config)) as repo:
-        removed = _pause(config, repo)
-    click.echo("paused: the daemon applies nothing from its next cycle on"
-               + ("; submit cache removed, job_submit.lua leaves new jobs alone" if removed else "")
+        cache = _pause(config, repo)
+    click.echo("paused: the daemon applies nothing from its next cycle on" + cache
                + ". Values already set stay; 'slurmsched revert' restores them.")
 
 

@@ -199,6 +199,31 @@ def test_explain_json_of_a_job_never_seen_is_an_error_not_a_document(tmp_path):
     assert result.stderr == "no record of job 7: slurmsched has not seen it pending\n"
 
 
+def test_pause_that_cannot_remove_the_submit_cache_says_so_and_stays_paused(tmp_path):
+    """``daemon.submit_cache`` naming a directory (or a file this user cannot remove) made
+    pause, and revert, which pauses first, fail with 'internal error (a bug)' after the
+    flag was set."""
+    url = f"sqlite:///{tmp_path / 'slurmsched.db'}"
+    repo = SqlJobRepository.from_url(url, create=True)
+    repo.upgrade()
+    repo.close()
+    cache = tmp_path / "cache-dir"
+    cache.mkdir()
+    config = tmp_path / "slurmsched.toml"
+    config.write_text(f'[daemon]\nstate_dir = "{tmp_path}"\nsubmit_cache = "{cache}"\n[db]\nurl = "{url}"\n')
+    result = CliRunner().invoke(main, ["--config", str(config), "pause"],
+                                env={k: None for k in os.environ if k.startswith("SLURMSCHED_")})
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (f"paused: the daemon applies nothing from its next cycle on; submit cache {cache} NOT "
+                             "removed (Is a directory): the daemon removes it at its next cycle. Values already set "
+                             "stay; 'slurmsched revert' restores them.\n")
+    repo = SqlJobRepository.from_url(url)
+    try:
+        assert repo.is_paused()
+    finally:
+        repo.close()
+
+
 @pytest.mark.slurm
 def test_explain_shows_prediction_source_score_rank_and_every_action(daemon_env, busy):
     daemon_env.seed_history("short", [60, 70, 50])

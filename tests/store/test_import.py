@@ -296,7 +296,8 @@ def test_history_import_refuses_options_of_the_other_source(tmp_path: Path, cli)
     assert cli(*trace, env={"SLURMSCHED_HISTORY_IMPORT_WINDOW": "2d"}).returncode == 0
     no_slurm = cli(*sacct, env={"SLURMSCHED_HISTORY_IMPORT_BATCH_SIZE": "5",
                                 "SLURMSCHED_SLURM_BIN_DIR": str(tmp_path / "no-slurm")})
-    assert no_slurm.stderr == f"error: sacct not found in {tmp_path / 'no-slurm'} (is slurm-client installed?)\n"
+    assert no_slurm.stderr == (f"error: sacct not found in {tmp_path / 'no-slurm'} (is slurm-client installed?) "
+                               "(nothing was imported)\n")
 
 
 def interrupted_after(items: Iterator[TraceItem], count: int) -> Iterator[TraceItem]:

@@ -163,12 +163,11 @@ class DaemonSection:
         dry_run: plan and record, but send nothing to Slurm (and write no submit cache).
         state_dir: where the default SQLite database and the job_submit cache live.
         predictor: duration predictor by name (``slurmsched``, ``helios``, ``last2``, ``user_limit``).
-        refit_interval_s: refit the predictor on its history (``fit_history_days``) this
+        refit_interval_s: refit the predictor on its history (``fit_history_jobs``) this
             often (the fitted model is saved in the database and reloaded at start).
-        fit_history_days: a fit learns from the jobs that ended in the last this many
-            days; 0: the whole history. It bounds a refit's time and memory (reading
-            100,000 jobs takes about 2 s and 80 MB) on a database that grows for years,
-            and follows how the site's users work now.
+        fit_history_jobs: a fit learns from the newest this many finished jobs (by end
+            time); 0: every one. It bounds a refit's time and memory (reading 100,000
+            jobs takes about 2 s and 80 MB) on a database that grows for years.
         save_model: save each fitted model in the database, so that a restart reloads it
             instead of refitting (the simulator, which never restarts, turns it off).
         submit_cache: the file ``job_submit.lua`` reads; empty means
@@ -188,7 +187,7 @@ class DaemonSection:
     state_dir: str = "/var/lib/slurmsched"
     predictor: str = "slurmsched"
     refit_interval_s: Seconds = 6 * 3600.0
-    fit_history_days: float = 365.0
+    fit_history_jobs: int = 500_000
     save_model: bool = True
     submit_cache: str = ""
     submit_cache_max_age_s: Seconds = 900.0
@@ -201,9 +200,9 @@ class DaemonSection:
         return Path(self.submit_cache) if self.submit_cache else Path(self.state_dir) / "slurmsched-submit.cache"
 
     @property
-    def fit_window_s(self) -> float | None:
-        """``fit_history_days`` in seconds; ``None`` for the whole history."""
-        return self.fit_history_days * 86400.0 if self.fit_history_days else None
+    def fit_limit(self) -> int | None:
+        """``fit_history_jobs``; ``None`` for every finished job."""
+        return self.fit_history_jobs or None
 
     @property
     def writes_submit_cache(self) -> bool:
@@ -231,9 +230,9 @@ class DaemonSection:
                               f"({self.submit_cache_max_age_s} < {self.interval_s}): the cache would go stale between cycles")
         if self.submit_cache_entries < 0:
             raise ConfigError(f"{prefix}.submit_cache_entries must be >= 0 (got {self.submit_cache_entries})")
-        if not self.fit_history_days >= 0:
-            raise ConfigError(f"{prefix}.fit_history_days must be >= 0, 0 for the whole history "
-                              f"(got {self.fit_history_days})")
+        if self.fit_history_jobs < 0:
+            raise ConfigError(f"{prefix}.fit_history_jobs must be >= 0, 0 for every finished job "
+                              f"(got {self.fit_history_jobs})")
 
 
 @dataclass(frozen=True)

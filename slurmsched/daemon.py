@@ -2,7 +2,7 @@
 
 Around each cycle the loop
 
-* refits a learning predictor on its history (``daemon.fit_history_days``) when
+* refits a learning predictor on its history (``daemon.fit_history_jobs``) when
   :class:`~slurmsched.predict.schedule.RefitSchedule` says so (enough new jobs, or
   ``daemon.refit_interval_s`` passed) and saves the fitted model through
   :meth:`JobRepository.save_model`; at start it reloads the newest saved model (and
@@ -105,7 +105,7 @@ class Daemon:
         self._estimates_version: str | None = None
         self._stop_now = False  # a second signal came while updates were being sent
         self.engine = Engine(gateway, repository, self._start_predictor(predictor), policy, planner,
-                             dry_run=self.settings.dry_run, fit_window_s=self.settings.fit_window_s)
+                             dry_run=self.settings.dry_run, fit_limit=self.settings.fit_limit)
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -231,7 +231,7 @@ class Daemon:
         loaded = self._load_model(predictor)
         if loaded is not None:
             return loaded
-        history = fit_history(self.repository, now, self.settings.fit_window_s)
+        history = fit_history(self.repository, self.settings.fit_limit)
         self._history_jobs = len(history)
         learns = getattr(predictor, "learns", True)
         if not learns or self.schedule.due(len(history), None, now, None):
@@ -270,7 +270,7 @@ class Daemon:
         return loaded
 
     def refit(self, now: float) -> None:
-        """Refit the predictor on its history (``daemon.fit_history_days``) and save it through the repository."""
+        """Refit the predictor on its history (``daemon.fit_history_jobs``) and save it through the repository."""
         through = self.repository.get_cursor(CURSOR)
         self.engine.refit(now)
         self._fitted(self.engine.predictor, now, through)

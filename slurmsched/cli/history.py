@@ -222,7 +222,7 @@ def _render(s: "HistoryStats") -> str:
               allow_from_autoenv=False, show_envvar=True,
               help="Delete what is older than DATE, or than an age such as 180d.")
 @click.option("--jobs", is_flag=True, envvar="SLURMSCHED_HISTORY_PURGE_JOBS", allow_from_autoenv=False,
-              show_envvar=True, help="Also finished jobs that ended before it (none within daemon.fit_history_days).")
+              show_envvar=True, help="Also finished jobs that ended before it (none a fit learns from).")
 @click.option("--dry-run", is_flag=True, envvar="SLURMSCHED_HISTORY_PURGE_DRY_RUN", allow_from_autoenv=False,
               show_envvar=True, help="Count what would be deleted; delete nothing.")
 @click.option("--json", "as_json", is_flag=True, envvar="SLURMSCHED_HISTORY_PURGE_JSON", allow_from_autoenv=False,
@@ -234,7 +234,7 @@ def purge(ctx: click.Context, before: float, jobs: bool, dry_run: bool, as_json:
 
     They feed `status`, `explain` and audits, and grow with every job the daemon sees.
     With --jobs, finished jobs that ended before DATE go too, but never one a fit still
-    learns from (daemon.fit_history_days). Runs beside the daemon: it deletes in small
+    learns from (the newest daemon.fit_history_jobs). Runs beside the daemon: it deletes in small
     transactions, oldest first, and never touches what the daemon acts on (changes in
     force, the live queue, the saved model, the pause flag).
     """
@@ -245,16 +245,15 @@ def purge(ctx: click.Context, before: float, jobs: bool, dry_run: bool, as_json:
     if before > now:
         raise click.UsageError(f"--before {moment_text(before)} is in the future: give a past date or an age such "
                                "as 180d")
-    window = config.daemon.fit_window_s
-    if jobs and window is None:
-        raise click.UsageError("--jobs: daemon.fit_history_days is 0, so a fit learns from every finished job; "
+    limit = config.daemon.fit_limit
+    if jobs and limit is None:
+        raise click.UsageError("--jobs: daemon.fit_history_jobs is 0, so a fit learns from every finished job; "
                                "bound it first")
-    if jobs and window is not None and before > now - window:
-        raise click.UsageError(f"--jobs: jobs that ended after {moment_text(now - window)} are ones a fit learns "
-                               f"from (daemon.fit_history_days = {config.daemon.fit_history_days:g}); give an "
-                               "earlier --before")
     repo = open_repository(config, url=db_url)
     try:
+        if jobs:
+            assert limit is not None  # refused above
+            _refuse_learned(repo.nth_newest_end(limit), before, limit)
         report = repo.purge(before, history=jobs, dry_run=dry_run)
     finally:
         repo.close()
@@ -266,6 +265,21 @@ def purge(ctx: click.Context, before: float, jobs: bool, dry_run: bool, as_json:
     if report.jobs is not None:
         text += f", {plural(report.jobs, 'finished job')}"
     click.echo(f"{'would delete' if dry_run else 'deleted'} {text} from before {moment_text(before)}")
+
+
+def _refuse_learned(horizon: float | None, before: float, limit: int) -> None:
+    """Refuse ``purge --jobs --before`` a time after ``horizon``, the end of the oldest of the
+    newest ``limit`` finished jobs (``None``: fewer have finished), which a fit learns from.
+
+    Raises:
+        click.UsageError: naming ``daemon.fit_history_jobs`` and the latest ``--before`` allowed.
+    """
+    learned = f"a fit learns from the newest {limit:,} finished jobs (daemon.fit_history_jobs)"
+    if horizon is None:
+        raise click.UsageError(f"--jobs: {learned}, and the history holds fewer: none may go")
+    if before > horizon:
+        raise click.UsageError(f"--jobs: {learned}, which ended since {moment_text(horizon)}: give that --before "
+                               "or an earlier one")
 
 
 COMMANDS = [history]

@@ -95,10 +95,10 @@ class CycleReport:
         return sum(1 for o in self.outcomes if not o.ok)
 
 
-def fit_history(repository: JobRepository, now: float, window_s: float | None) -> list[JobRecord]:
-    """The finished jobs a fit at ``now`` learns from: those that ended in the last ``window_s``
-    seconds (``daemon.fit_history_days``), oldest end first; ``None``: every one."""
-    return repository.history(since=None if window_s is None else now - window_s)
+def fit_history(repository: JobRepository, limit: int | None) -> list[JobRecord]:
+    """The finished jobs a fit learns from: the newest ``limit`` by end time
+    (``daemon.fit_history_jobs``), oldest end first; ``None``: every one."""
+    return repository.history(limit=limit)
 
 
 class Engine:
@@ -114,8 +114,7 @@ class Engine:
         refit_interval_s: refit the predictor on its history (:func:`fit_history`) at
             the first cycle and then every so many seconds of ``now``; ``None``: never
             (the caller fits it).
-        fit_window_s: a fit learns from the jobs that ended this many seconds before
-            ``now``; ``None``: the whole history.
+        fit_limit: a fit learns from the newest this many finished jobs; ``None``: every one.
         refresh_s: every so many seconds of ``now`` (and after a cycle that found
             slurmsched paused, as ``revert`` leaves it) a full pass re-reads slurmsched's
             applied changes (``slurmsched revert`` or another tool may have changed
@@ -133,7 +132,7 @@ class Engine:
 
     def __init__(self, gateway: SlurmGateway, repository: JobRepository, predictor: Predictor,
                  policy: Policy, planner: Planner, *, dry_run: bool = False,
-                 refit_interval_s: float | None = None, fit_window_s: float | None = None,
+                 refit_interval_s: float | None = None, fit_limit: int | None = None,
                  refresh_s: float = 3600.0,
                  history_lookback_s: float = 86400.0, overlap_s: float = 300.0,
                  timer: Callable[[], float] = time.perf_counter) -> None:
@@ -144,7 +143,7 @@ class Engine:
         self.planner = planner
         self.dry_run = dry_run
         self.refit_interval_s = refit_interval_s
-        self.fit_window_s = fit_window_s
+        self.fit_limit = fit_limit
         self.refresh_s = refresh_s
         self.history_lookback_s = history_lookback_s
         self.overlap_s = overlap_s
@@ -258,7 +257,7 @@ class Engine:
 
     def refit(self, now: float) -> None:
         """Refit the predictor on its history (:func:`fit_history`); every job is predicted again."""
-        history = fit_history(self.repository, now, self.fit_window_s)
+        history = fit_history(self.repository, self.fit_limit)
         log.info("refitting predictor %s on %s", self.predictor.name, plural(len(history), "finished job"))
         self.predictor.fit(history)
         self._tracker.repredict()

@@ -296,6 +296,13 @@ class SqlJobRepository:
             records.reverse()
         return records
 
+    def nth_newest_end(self, n: int) -> float | None:
+        """The end time of the ``n``-th most recently ended attempt (1: the newest); ``None``
+        when fewer than ``n`` have ended."""
+        query = select(Job.end_time).where(Job.end_time.is_not(None)).order_by(Job.end_time.desc()).offset(n - 1)
+        with self._conn(write=False) as conn:
+            return conn.execute(query.limit(1)).scalar()
+
     def iter_jobs(self, batch: int = 10_000) -> Iterator[JobRecord]:
         """Every stored attempt (with or without an end time), in insertion order, streamed."""
         last_id = 0

@@ -313,8 +313,8 @@ def test_the_cycle_after_a_pause_rereads_what_revert_restored() -> None:
                                                                           ("SetSwitches", job.job_id)}
 
 
-def test_a_refit_learns_from_the_jobs_that_ended_within_the_fit_window() -> None:
-    """``daemon.fit_history_days``: a database that grows for years is not read whole at every refit."""
+def test_a_refit_learns_from_the_newest_finished_jobs() -> None:
+    """``daemon.fit_history_jobs``: a database that grows for years is not read whole at every refit."""
     fitted: list[list[int]] = []
 
     class Recording(UserLimitPredictor):
@@ -328,9 +328,9 @@ def test_a_refit_learns_from_the_jobs_that_ended_within_the_fit_window() -> None
         JobRecord(job_id=i, user="ann", submit_time=START - ago - HOUR, start_time=START - ago - HOUR,
                   end_time=START - ago, state=JobState.COMPLETED, time_limit_s=7200)
         for i, ago in ((1, 400 * day), (2, 364 * day), (3, day))])
-    for window_s, learned in ((365 * day, [2, 3]), (None, [1, 2, 3])):
+    for limit, learned in ((2, [2, 3]), (None, [1, 2, 3])):
         world = World()
-        engine = Engine(world.slurm, repository, Recording(), world.policy, world.planner, fit_window_s=window_s)
+        engine = Engine(world.slurm, repository, Recording(), world.policy, world.planner, fit_limit=limit)
         engine.refit(START)
         assert fitted[-1] == learned
 

@@ -285,7 +285,7 @@ def test_purge_command(tmp_path: Path, cli) -> None:
     finally:
         repo.close()
     dry = cli("history", "purge", "--before", "180d", "--jobs", "--dry-run", "--db", db,
-              env={"SLURMSCHED_DAEMON_FIT_HISTORY_DAYS": "100"})
+              env={"SLURMSCHED_DAEMON_FIT_HISTORY_JOBS": "1"})
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith("would delete 1 cycle (with 1 prediction and 2 decisions) and 1 queue transition, "
                                  "1 finished job from before ")
@@ -293,11 +293,21 @@ def test_purge_command(tmp_path: Path, cli) -> None:
     assert done.returncode == 0, done.stderr
     assert {k: v for k, v in json.loads(done.stdout).items() if k != "before"} == {
         "cycles": 1, "predictions": 1, "decisions": 2, "transitions": 1, "jobs": None, "dry_run": False}
-    within = cli("history", "purge", "--before", "180d", "--jobs", "--db", db)  # the default window is 365 days
-    assert within.returncode == 2 and "a fit learns from (daemon.fit_history_days = 365)" in within.stderr
+    fewer = cli("history", "purge", "--before", "180d", "--jobs", "--db", db)  # 2 jobs, the fit takes 500,000
+    assert fewer.returncode == 2 and fewer.stderr.endswith(
+        "--jobs: a fit learns from the newest 500,000 finished jobs (daemon.fit_history_jobs), and the history "
+        "holds fewer: none may go\n")
+    both = cli("history", "purge", "--before", "5d", "--jobs", "--db", db,
+               env={"SLURMSCHED_DAEMON_FIT_HISTORY_JOBS": "2"})
+    assert both.returncode == 2 and "which ended since " in both.stderr and "give that --before or an" in both.stderr
     every = cli("history", "purge", "--before", "180d", "--jobs", "--db", db,
-                env={"SLURMSCHED_DAEMON_FIT_HISTORY_DAYS": "0"})
-    assert every.returncode == 2 and "daemon.fit_history_days is 0" in every.stderr
+                env={"SLURMSCHED_DAEMON_FIT_HISTORY_JOBS": "0"})
+    assert every.returncode == 2 and "daemon.fit_history_jobs is 0" in every.stderr
+    repo = SqlJobRepository.from_url(db)
+    try:
+        assert repo.count_jobs() == 2  # every refusal deleted nothing
+    finally:
+        repo.close()
     future = cli("history", "purge", "--before", "2999-01-01", "--db", db)
     assert future.returncode == 2 and "is in the future" in future.stderr
     missing = cli("history", "purge", "--before", "1d", "--db", f"sqlite:///{tmp_path / 'none.db'}")

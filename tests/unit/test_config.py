@@ -87,7 +87,7 @@ def test_seconds_beyond_what_they_feed_are_refused(toml, text, message):
     ("", {"SLURMSCHED_DAEMON_STATE_DIR": ""}, r"daemon\.state_dir must name a directory \(it is empty\)"),
     ("", {"SLURMSCHED_DB_URL": "mysql://x/y"}, r"db\.url: unsupported database 'mysql'"),
     ("", {"SLURMSCHED_DB_URL": "::"}, r"db\.url: not a database URL"),
-    ("[daemon]\nfit_history_days = -1\n", {}, r"daemon\.fit_history_days must be >= 0, 0 for the whole history"),
+    ("[daemon]\nfit_history_jobs = -1\n", {}, r"daemon\.fit_history_jobs must be >= 0, 0 for every finished job"),
 ])
 def test_values_refused_at_load_name_their_key(toml, text, environ, message):
     with pytest.raises(ConfigError, match=message):
@@ -116,7 +116,7 @@ def test_list_of_lists_from_the_environment(toml):
 
 
 @pytest.mark.parametrize(("variable", "known"), [
-    ("SLURMSCHED_DAEMON_INTERVALL_S", r"\[daemon\] \(known: dry_run, fit_history_days, interval_s, "),
+    ("SLURMSCHED_DAEMON_INTERVALL_S", r"\[daemon\] \(known: dry_run, fit_history_jobs, interval_s, "),
     ("SLURMSCHED_POLICY_QSSF_MAX_WAIT", r"\[policy\] \(known: name, qssf\.aging_step_h, "),
     ("SLURMSCHED_POLICY_QSSF", r"\[policy\] \(known: name, "),
 ])

@@ -158,6 +158,7 @@ class QueueTracker:
             changed = self._not_seen(pending)
         else:
             raise ValueError("update needs the pending jobs or a delta")
+        restarted: list[int] = []  # waits that began anew (a hold released): scored again now
         for job in changed:
             tracked = table.get(job.job_id)
             if tracked is None:
@@ -170,6 +171,8 @@ class QueueTracker:
                 if others != tracked.plan_inputs:
                     tracked.plan_inputs = others
                     replan.add(job.job_id)
+                if job.eligible_time != tracked.job.eligible_time:
+                    restarted.append(job.job_id)
                 tracked.job, tracked.scorer = job, None
         departed: tuple[int, ...] = ()
         if delta is not None:
@@ -189,6 +192,7 @@ class QueueTracker:
                     for job_id in index.get(key, ()):
                         predict.setdefault(job_id, table[job_id].job)
         expired = self._expired(now)
+        expired.update(i for i in restarted if i in table)
         rescore = [table[i] for i in expired if i not in predict]
         if replan_all:
             replan.update(table)

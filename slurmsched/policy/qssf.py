@@ -49,8 +49,13 @@ Philly 93%, HPC2N 74% (1.13x), CTC-SP2 21% below FIFO's avg JCT (1.82x) with a
 ``backlog_factor`` of 1, and with today's 0.5 Philly 93% (3.32x), HPC2N 77% (1.18x),
 CTC-SP2 17% below FIFO (1.38x), ITP01-10 38% on average against 36%.
 
-Waiting time is counted in whole ``aging_step_h`` ticks of the wall clock
-(``floor(now / step) - floor(submit / step)``), the same instants for every job:
+Waiting time is counted from when the job became eligible to start (Slurm's
+``eligible_time``: its submission, or its ``--begin`` time, or the moment a dependency
+was met or a hold released; Slurm clears it while the job is held), so a job held for
+days and then released does not come back with days of waiting banked, as Slurm's own
+age factor does not accrue during a hold. Its submission stands in where Slurm shows no
+eligible time. It is counted in whole ``aging_step_h`` ticks of the wall clock
+(``floor(now / step) - floor(eligible / step)``), the same instants for every job:
 between two ticks no score changes, so an unchanged queue needs no SiteFactor update.
 Reordering therefore delays no job beyond its patience plus ``aging_step_h``. The
 default step, 3 h, is a quarter of the shortest half-life, so one tick moves a score by
@@ -154,6 +159,14 @@ def _size_text(job: JobRecord, cpu_gpu_weight: float) -> str:
     return f"{max(job.cpus, 1)} CPUs x {cpu_gpu_weight:g} GPU/CPU"
 
 
+def wait_began(job: JobRecord) -> float:
+    """When aging starts counting the job's wait: its eligible time where Slurm shows one
+    later than the submission (a ``--begin`` time, a dependency met, a hold released),
+    else its submission (Slurm shows none while the job is held)."""
+    eligible = job.eligible_time
+    return eligible if eligible is not None and eligible > job.submit_time else job.submit_time
+
+
 class QssfPolicy(ScoringPolicy):
     """Ascending predicted service (GPU-seconds), with or without aging and the guard."""
 
@@ -170,13 +183,9 @@ class QssfPolicy(ScoringPolicy):
         self._mean = self.args.estimate == "mean"
 
     def _ticks(self, job: JobRecord, now: float) -> int:
-        """Whole ``aging_step_h`` clock ticks since the job's submission (never negative)."""
+        """Whole ``aging_step_h`` clock ticks since the job's wait began (:func:`wait_began`; never negative)."""
         step = self._step_s
-        return max(0, math.floor(now / step) - math.floor(job.submit_time / step))
-
-    def waited_s(self, job: JobRecord, now: float) -> float:
-        """Waiting time as aging counts it: whole ``aging_step_h`` clock ticks since submission."""
-        return self._ticks(job, now) * self._step_s
+        return max(0, math.floor(now / step) - math.floor(wait_began(job) / step))
 
     def _halvings(self, ticks: int, patience: float) -> float:
         """Halvings after ``ticks`` aging ticks: ``halflife_h`` stretched by patience / ``max_wait_h`` (aging on)."""
@@ -239,7 +248,7 @@ class QssfPolicy(ScoringPolicy):
         if self.guard_s is None:
             return lambda now: (service, math.inf)
         step, halvings = self._step_s, self._halvings
-        submitted = math.floor(job.submit_time / step)
+        submitted = math.floor(wait_began(job) / step)
         patience = self._patience(job, backlog_s, duration)
 
         def at(now: float) -> tuple[float, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -114,6 +115,23 @@ def test_aging_guard_puts_a_job_that_waited_max_wait_ahead_of_later_jobs() -> No
     # Among expired jobs the earlier submission goes first.
     older = job(9, gpus=1, submitted_h_ago=30)
     assert rank_ids("qssf", [big, older], [predictions[0], predicted(9, 0.01)], **guard) == [9, 1]
+
+
+def test_aging_counts_from_when_the_job_became_eligible() -> None:
+    """A job held for days and released (Slurm sets its eligible time then), or one that
+    waited for its ``--begin``, banks no waiting: it does not jump to the guard."""
+    guard = {"max_wait_h": 24, "halflife_h": 6}
+    policy = make_policy("qssf", guard)
+    released = dataclasses.replace(job(1, gpus=8, submitted_h_ago=48), eligible_time=NOW - 6 * HOUR)
+    waited = job(2, gpus=8, submitted_h_ago=48)
+    p = predicted(1, 2)
+    assert policy.score(waited, p, NOW) == 0.0  # 48 h waited: past the 24 h guard
+    assert policy.score(released, p, NOW) == policy.score(job(1, gpus=8, submitted_h_ago=6), p, NOW) > 0
+    assert "waiting 6 h of 24 h guard" in policy.explain(released, p, NOW)
+    held = dataclasses.replace(released, eligible_time=None)  # Slurm shows none while it is held
+    assert policy.score(held, p, NOW) == 0.0  # its submission stands in; the planner leaves held jobs alone
+    begins = dataclasses.replace(job(3, gpus=8, submitted_h_ago=30), eligible_time=NOW + 5 * HOUR)
+    assert policy.score(begins, p, NOW) == policy.score(begins, p, NOW + 5 * HOUR) > 0  # not aged before it
 
 
 def test_scores_change_only_at_aging_ticks_and_the_guard() -> None:

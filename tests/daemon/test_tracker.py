@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 from slurmsched.engine.tracker import QueueTracker
@@ -105,3 +106,17 @@ def test_new_records_are_taken_in_job_id_order_whatever_their_memory_order() -> 
               for i, job in zip(range(60, 0, -1), first)]  # new records for every 7th job
     changes = tracker.update(NOW, pending=edited)  # re-predicted first, then the unsettled rest
     assert [t.job.job_id for t in changes.replan][:8] == list(range(7, 61, 7))
+
+
+def test_a_released_hold_is_scored_again_at_once() -> None:
+    """Slurm clears a held job's eligible time and sets it at the release: aging starts over
+    then, in that cycle, not at some later tick (a guard already reached has none)."""
+    policy = CountingQssf()
+    tracker = QueueTracker(policy, FixedPredictor())  # type: ignore[arg-type]
+    held = dataclasses.replace(pending(1, priority=0), submit_time=NOW - 200 * HOUR)  # held long past the guard
+    tracker.update(NOW, pending=[held])
+    assert tracker.jobs[1].score == 0.0 and tracker.jobs[1].due == float("inf")
+    released = dataclasses.replace(held, eligible_time=NOW + 60, priority=100)
+    changes = tracker.update(NOW + 60, pending=[released])
+    assert [t.job.job_id for t in changes.replan] == [1]
+    assert tracker.jobs[1].score == policy.inner.score(released, FixedPredictor().predict([released])[0], NOW + 60) > 0

@@ -163,7 +163,7 @@ class Daemon:
                 self._history_jobs, self._fitted_jobs, now, self._last_fit):
             self.refit(now)
         plan = report.plan
-        log.info("cycle %d: %d pending, %d running, %d finished; %s (%d failed)%s, %d held, "
+        log.info("cycle %d: %d pending, %d running, %d finished; %s (%d failed)%s, %d kept by hysteresis, "
                  "%d deferred; %.3f s", report.cycle_id, report.pending, report.running, report.finished,
                  plural(len(plan.actions), "action"), report.failed,
                  " not sent: dry-run" if report.dry_run else " not sent: paused" if report.paused else "",

@@ -75,15 +75,16 @@ def kind(job: JobRecord) -> tuple[str, int]:
     """What kind of work a job is, beside its user and size: its name and memory per CPU.
 
     The memory is the job's requested memory (``memory_mb``) per CPU, in whole MB, 0
-    when it asks for none. Per CPU, because ``squeue`` and ``sacct`` can count a job's
-    CPUs differently (allocated vs requested) while agreeing on its memory per CPU, and
-    a job must be the same kind pending and finished. The memory per CPU is also a
+    when it asks for none (or for a negative amount, which is no request). Per CPU,
+    because ``squeue`` and ``sacct`` can count a job's CPUs differently (allocated vs
+    requested) while agreeing on its memory per CPU, and a job must be the same kind
+    pending and finished. The memory per CPU is also a
     column of the feature row. Measured on HPC2N's trace, whose jobs carry no name but
     a memory request: 78.3% -> 79.2% of the FIFO -> oracle-SJF avg-JCT gain, mean of
     seven cycle intervals (``docs/simulator.md``, "Results on the public traces").
     """
     memory = job.memory_mb
-    return job.name, round(memory / max(1, job.cpus)) if memory else 0
+    return job.name, round(memory / max(1, job.cpus)) if memory is not None and memory > 0 else 0
 
 
 def _first_token_code(name: str) -> float:

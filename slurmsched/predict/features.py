@@ -141,7 +141,7 @@ class Snapshot(NamedTuple):
 
 #: :meth:`FeatureState.snapshot`'s cache: per set of jobs alike, the snapshot without time columns and the
 #: snapshots by submit hour.
-SnapshotCache = dict[tuple[Any, ...], tuple[Snapshot, dict[int, Snapshot]]]
+SnapshotCache = dict[tuple[Any, ...], tuple[Snapshot, dict[int | None, Snapshot]]]
 
 
 class FeatureState:
@@ -207,7 +207,8 @@ class FeatureState:
                 user's resubmissions, array tasks), and jobs alike submitted in the same
                 hour share one snapshot (and one row object).
         """
-        hour = int(job.submit_time // 3600)  # hours since the epoch: the time columns depend on nothing else
+        # hours since the epoch (None for a submit time that is no time): the time columns depend on nothing else
+        hour = int(job.submit_time // 3600) if math.isfinite(job.submit_time) else None
         if cache is None:
             return self._at(self._compute(job), hour)
         key = (job.user, kind(job), units(job), job.time_limit_s, job.nodes, job.gpus, job.account, job.partition,
@@ -222,11 +223,14 @@ class FeatureState:
         return snapshot
 
     @staticmethod
-    def _at(base: Snapshot, hour: int) -> Snapshot:
+    def _at(base: Snapshot, hour: int | None) -> Snapshot:
         """``base`` (whose row lacks the time columns) for a job submitted in ``hour`` (hours since the epoch).
 
-        The time columns are the hour of day and the weekday (0 = Monday; the epoch was a Thursday).
+        The time columns are the hour of day and the weekday (0 = Monday; the epoch was a Thursday),
+        both missing (NaN) when ``hour`` is ``None`` (a submit time that is NaN or infinite).
         """
+        if hour is None:
+            return Snapshot(base.experts, base.chosen, base.anchor, base.runs, base.row + (_NAN, _NAN))
         return Snapshot(base.experts, base.chosen, base.anchor, base.runs,
                         base.row + (float(hour % 24), float((hour // 24 + 3) % 7)))
 

@@ -64,8 +64,9 @@ def test_pathological_values_never_raise(name: str) -> None:
     out = predictor.predict([job(10, "a", "z", None, 100.0), job(11, "a", "long", None, 100.0, limit=600),
                              job(12, "b", "", None, 100.0, limit=None, gpus=0), job(13, "c", "q", None, 100.0,
                                                                                      limit=-5),
-                             replace(job(14, "a", "z", None, 100.0), memory_mb=-4000)])
-    assert [p.job_id for p in out] == [10, 11, 12, 13, 14]
+                             replace(job(14, "a", "z", None, 100.0), memory_mb=-4000),
+                             job(15, "a", "z", None, math.nan), job(16, "b", "y", None, -math.inf)])
+    assert [p.job_id for p in out] == [10, 11, 12, 13, 14, 15, 16]
     for p in out:
         assert all(math.isfinite(v) and v >= 1 for v in (p.low_s, p.estimate_s, p.high_s))
         assert p.low_s <= p.estimate_s <= p.high_s and p.source

@@ -30,7 +30,8 @@ How each format maps onto ``JobRecord`` (fields not listed keep their defaults):
     an unreadable line) and ``gpus`` = 0: SWF machines have no GPUs. ``nodes`` =
     processors divided by the header's processors per node (MaxProcs / MaxNodes),
     rounded up. ``memory_mb`` = requested memory (field 10, kilobytes per processor)
-    times ``cpus``, in MB (None when missing). Whoever needs one "allocation unit"
+    times ``cpus``, in MB (None when missing; an unreadable line when it reaches 2**63, which
+    no 64-bit SQL integer stores). Whoever needs one "allocation unit"
     per job (the simulator's cluster size, QSSF's service = duration x units) should
     use ``gpus`` when it is > 0 and ``cpus`` otherwise; :func:`read_swf_header` gives the machine size (MaxProcs,
     MaxNodes) to simulate against.

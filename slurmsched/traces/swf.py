@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Iterator
 
 from slurmsched.model import JobRecord, JobState
-from slurmsched.traces.base import TRACE_EPOCH, BadLine, Numbered, RowError, count, integer, number, open_text, reading
+from slurmsched.traces.base import (MAX_FIELD, TRACE_EPOCH, BadLine, Numbered, RowError, count, integer, number,
+                                    open_text, reading)
 
 _FIELDS = 18
 _STATUS = {1: JobState.COMPLETED, 0: JobState.FAILED, 4: JobState.FAILED, 5: JobState.CANCELLED}
@@ -120,6 +121,9 @@ def _parse_row(fields: list[str], header: SwfHeader, epoch: float) -> JobRecord:
     procs = max(procs, 0)  # a well-formed row may give none (0 or -1): a job without processors
     requested = number(fields[8], "requested time (field 9)")
     memory_kb = number(fields[9], "requested memory (field 10)")
+    memory_mb = round(memory_kb * procs / 1024) if memory_kb > 0 and procs > 0 else None
+    if memory_mb is not None and memory_mb >= MAX_FIELD:
+        raise RowError(f"requested memory (field 10) is out of range for {procs} processors ({fields[9]!r})")
     status = integer(fields[10], "status (field 11)")
     user = integer(fields[11], "user id (field 12)")
     group = integer(fields[12], "group id (field 13)")
@@ -144,7 +148,7 @@ def _parse_row(fields: list[str], header: SwfHeader, epoch: float) -> JobRecord:
         time_limit_s=int(round(requested)) if requested > 0 else None,
         nodes=max(1, math.ceil(procs / header.procs_per_node)),
         cpus=procs,
-        memory_mb=round(memory_kb * procs / 1024) if memory_kb > 0 and procs > 0 else None,
+        memory_mb=memory_mb,
         gpus=0,
     )
 

@@ -121,6 +121,17 @@ def test_swf_count_beyond_32_bits_is_an_unreadable_line(tmp_path: Path, field: i
         f"{'allocated' if field == 4 else 'requested'} processors (field {field + 1}) is out of range ('99999999999')"]
 
 
+def test_swf_memory_beyond_64_bits_is_an_unreadable_line(tmp_path: Path) -> None:
+    """Field 10 is per processor: 9e18 kB on each of 2,000 processors is about 1.8e19 MB,
+    more than the jobs table's 64-bit memory column holds (the import stopped at that row)."""
+    path = tmp_path / "t.swf"
+    path.write_text(SWF_HEADER + swf_line(1) + swf_line(2, procs=2000, req_mem=9 * 10**18) + swf_line(3))
+    items = list(iter_trace(path, "swf"))
+    assert [j.job_id for j in records(items)] == [1, 3]
+    assert [b.reason for b in bad(items)] == ["requested memory (field 10) is out of range for 2000 processors "
+                                              "('9000000000000000000')"]
+
+
 HELIOS = """# comment line
 job_id,user,tenant,class,submit_time,num_chips,chip_type,num_nodes,duration_s,walltime_limit_s,final_status
 10,alice,vcA,finetune,2000000,8,,1,120.0,120.0,COMPLETED

@@ -25,18 +25,18 @@ def observed_runtime(job: JobRecord) -> float | None:
     return max(MIN_RUNTIME_S, runtime)
 
 
-def hit_limit(job: JobRecord, runtime: float) -> bool:
-    """True when the job was stopped by (or ran into) its time limit."""
-    if job.state is JobState.TIMEOUT:
-        return True
-    limit = job.time_limit_s
-    return bool(limit and runtime >= 0.99 * limit)
-
-
 def limit_of(job: JobRecord) -> float | None:
     """The requested time limit in seconds, or ``None`` when unlimited/unknown (or nonsense)."""
     limit = job.time_limit_s
     return float(limit) if limit is not None and limit > 0 else None
+
+
+def hit_limit(job: JobRecord, runtime: float) -> bool:
+    """True when the job was stopped by (or ran into) its time limit (:func:`limit_of`: none is never hit)."""
+    if job.state is JobState.TIMEOUT:
+        return True
+    limit = limit_of(job)
+    return limit is not None and runtime >= 0.99 * limit
 
 
 def clamp(estimate: float, limit: float | None) -> float:

@@ -12,6 +12,7 @@ from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, JobState
 from slurmsched.predict.evaluate import evaluate
 from slurmsched.predict.gbm import MIN_TRAIN_JOBS, ModelFormatError, SlurmschedPredictor
+from slurmsched.predict.history import run_of
 from slurmsched.predict.registry import PREDICTORS, make_predictor
 from slurmsched.predict.schedule import RefitSchedule
 
@@ -175,3 +176,10 @@ def test_a_source_counts_one_run_in_the_singular(name: str, source: str) -> None
     predictor.fit([job(1, "alice", "train", 600, 0.0)])
     (prediction,) = predictor.predict([job(2, "alice", "train", None, 1e4)])
     assert prediction.source == source
+
+
+@pytest.mark.parametrize(("limit", "hit"), [(600, True), (6000, False), (None, False), (0, False), (-5, False)])
+def test_only_a_real_time_limit_can_be_hit(limit: int | None, hit: bool) -> None:
+    """A negative limit is no limit (``limit_of``), so no run hits it (the hit-rate columns)."""
+    run = run_of(job(1, "a", "z", 600, 0.0, limit=limit))
+    assert run is not None and run.hit is hit

@@ -288,7 +288,8 @@ def replay(history: Sequence[JobRecord], codes: CategoryCodes,
     Jobs are visited in submit order; before each, the runs that ended at or before its
     submit time are folded into the statistics and their experts scored with the values
     they offered at their own submit time, so every run sees exactly what a prediction
-    at that moment would have seen.
+    at that moment would have seen. A run that ends before its own submit time (an odd
+    record) counts as ending at its submit time.
 
     Args:
         history: finished jobs (jobs that never ran are skipped).
@@ -303,7 +304,8 @@ def replay(history: Sequence[JobRecord], codes: CategoryCodes,
     """
     runs = [(job, run) for job in history if (run := run_of(job)) is not None]
     order = sorted(range(len(runs)), key=lambda i: (runs[i][0].submit_time, runs[i][0].job_id))
-    by_end = sorted(range(len(runs)), key=lambda i: runs[i][1].end)
+    # when each run is known to have ended: never before it was submitted (and offered its experts)
+    by_end = sorted(range(len(runs)), key=lambda i: max(runs[i][1].end, runs[i][0].submit_time))
     first_row = len(order) - rows_for_last
     state = FeatureState(codes)
     offered: dict[int, tuple[float, ...]] = {}

@@ -11,6 +11,7 @@ import pytest
 from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, JobState
 from slurmsched.predict.evaluate import evaluate
+from slurmsched.predict.features import CategoryCodes, replay
 from slurmsched.predict.gbm import MIN_TRAIN_JOBS, ModelFormatError, SlurmschedPredictor
 from slurmsched.predict.history import run_of
 from slurmsched.predict.registry import PREDICTORS, make_predictor
@@ -183,3 +184,13 @@ def test_only_a_real_time_limit_can_be_hit(limit: int | None, hit: bool) -> None
     """A negative limit is no limit (``limit_of``), so no run hits it (the hit-rate columns)."""
     run = run_of(job(1, "a", "z", 600, 0.0, limit=limit))
     assert run is not None and run.hit is hit
+
+
+def test_a_run_that_ends_before_its_submit_does_not_hold_back_the_replay() -> None:
+    """A record ending before it was submitted (clock skew, an odd accounting row) is folded once
+    it is submitted; the runs ending after it are folded when they end, not after it."""
+    history = [job(i + 1, "alice", "train", 100, i * 1000.0) for i in range(20)]
+    history.append(replace(job(99, "bob", "odd", 100, 50_000.0), start_time=50_000.0, end_time=10.0))
+    codes = CategoryCodes(history)
+    _, snapshots, _ = replay(history, codes, len(history))
+    assert [s.chosen >= 0 for s in snapshots[:20]] == [False] + [True] * 19  # alice's last run, from her 2nd job

@@ -369,7 +369,8 @@ class SlurmschedPredictor:
 
         Raises:
             ModelFormatError: the blob is corrupt, of another layout version, or was
-                written by another scikit-learn version (refit instead).
+                written by another scikit-learn version (refit instead), or its state
+                lacks or adds attributes (a layout changed without a new :data:`FORMAT`).
         """
         try:
             saved = pickle.loads(blob)
@@ -382,6 +383,9 @@ class SlurmschedPredictor:
         if saved.get("sklearn") != sklearn.__version__:
             raise ModelFormatError(f"saved slurmsched model was built with scikit-learn {saved.get('sklearn')}, "
                                    f"this is {sklearn.__version__}: refit it")
-        predictor = cls.__new__(cls)
-        predictor.__dict__.update(saved["state"])
+        predictor = cls()
+        state = saved.get("state")
+        if not isinstance(state, dict) or state.keys() != predictor.__dict__.keys():
+            raise ModelFormatError("saved slurmsched model is incomplete (its state is not this version's): refit it")
+        predictor.__dict__.update(state)
         return predictor

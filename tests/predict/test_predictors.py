@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import math
+import pickle
 import random
 from dataclasses import replace
 
 import pytest
+import sklearn
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, JobState
 from slurmsched.predict.evaluate import evaluate
 from slurmsched.predict.features import CategoryCodes, replay
-from slurmsched.predict.gbm import MIN_TRAIN_JOBS, ModelFormatError, SlurmschedPredictor
+from slurmsched.predict.gbm import FORMAT, MIN_TRAIN_JOBS, ModelFormatError, SlurmschedPredictor
 from slurmsched.predict.history import run_of
 from slurmsched.predict.registry import PREDICTORS, make_predictor
 from slurmsched.predict.schedule import RefitSchedule
@@ -194,3 +196,11 @@ def test_a_run_that_ends_before_its_submit_does_not_hold_back_the_replay() -> No
     codes = CategoryCodes(history)
     _, snapshots, _ = replay(history, codes, len(history))
     assert [s.chosen >= 0 for s in snapshots[:20]] == [False] + [True] * 19  # alice's last run, from her 2nd job
+
+
+@pytest.mark.parametrize("state", [None, {"version": "gbm-x"}])
+def test_a_blob_of_this_layout_without_the_whole_state_is_a_format_error(state: object) -> None:
+    """Not a KeyError, or an AttributeError at the first predict (the daemon catches ModelFormatError)."""
+    blob = pickle.dumps({"format": FORMAT, "sklearn": sklearn.__version__, "state": state})
+    with pytest.raises(ModelFormatError, match="incomplete"):
+        SlurmschedPredictor.from_bytes(blob)

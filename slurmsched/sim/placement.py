@@ -160,6 +160,42 @@ class Pool:
             remaining -= count
         return tuple(alloc)
 
+    def place_beside(self, units: int, partition: str, types: GpuTypes, shadow: ShadowState) -> Allocation | None:
+        """Where a job of ``units`` GPUs would go now without taking what a reserved job
+        needs when it starts (as backfill leaves the reserved nodes out of a job that would
+        still run then): the first placement, in :meth:`place`'s order, that
+        ``shadow.try_take`` accepts, taken out of ``shadow``; ``None`` if there is none.
+
+        A one-node job tries every node with room, fullest first; a bigger one takes from
+        the emptiest nodes that keep the reserved job fitting, at most as many nodes as
+        :meth:`place` would use.
+        """
+        if units > self.free_total:
+            return None
+        keys, cap, sums = self.eligible(partition, types)
+        levels = [self._levels[k] for k in keys]
+        if units <= cap:
+            for free, node in heapq.merge(*(lst[bisect_left(lst, (units, -1)):] for lst in levels)):
+                if shadow.try_take(((node, units),)):
+                    return ((node, units),)
+            return None
+        need = _largest_needed(sums, units)
+        if need > len(sums):
+            return None
+        alloc: list[tuple[int, int]] = []
+        remaining = units
+        for free, node in heapq.merge(*(reversed(lst) for lst in levels), reverse=True):
+            if not free or len(alloc) == need:
+                break
+            piece = ((node, min(free, remaining)),)
+            if shadow.try_take(piece):
+                alloc += piece
+                remaining -= piece[0][1]
+                if not remaining:
+                    return tuple(alloc)
+        shadow.release(tuple(alloc))
+        return None
+
     def _shift(self, alloc: Allocation, sign: int) -> None:
         free = self.free
         for node, count in alloc:

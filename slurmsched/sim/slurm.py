@@ -19,7 +19,9 @@ slurmctld's main and backfill schedulers would:
 * the first job of a pool that does not fit gets a reservation at the earliest time it
   would fit if running jobs end at ``start + time limit`` (EASY backfill: one
   reservation per pool); a later job may start before it only if it fits now and either
-  ends (by its limit) before the reservation or leaves the reserved job's GPUs free;
+  ends (by its limit) before the reservation or leaves the reserved job's GPUs free
+  (placed on nodes that do, if its usual placement does not: backfill leaves the
+  reserved nodes out of a job that would still run when the reservation starts);
 * at most ``bf_max_job_test`` jobs are tested per pass (Slurm's ``bf_max_job_test``).
 """
 
@@ -91,11 +93,11 @@ class _Pass:
         min_fail: per placement group (:attr:`SimJob.group`), the smallest job that did
             not fit.
         delaying: pools where a job that fit was held back because it would delay the
-            reservation (on another node it might not, so a later start there makes the
-            verdict stale).
+            reservation (a multi-node job is placed beside the reservation greedily,
+            so a later start may change its verdict: it makes the verdict stale).
         delayers: (placement group, units) -> ``starts`` when such a job was last held
-            back: until the next start, every such job lands on the same node and is
-            held back too.
+            back: until the next start, every such job is tried on the same nodes and
+            is held back too.
         starts: jobs started by this pass so far.
         moved: pools where a job started ahead of the reservation (its kept
             reservation, if any, no longer holds).
@@ -489,9 +491,13 @@ class SimulatedSlurm:
             shadow = reservation.state
             assert shadow is not None  # an infinite shadow time delays nothing
             if not shadow.try_take(alloc):
-                state.delaying.add(pool_name)
-                state.delayers[(group, units)] = state.starts
-                return False
+                # Backfill leaves the reserved GPUs out of its placement: another node may do.
+                beside = pool.place_beside(units, job.partition.nodes_of, job.gpu_types, shadow)
+                if beside is None:
+                    state.delaying.add(pool_name)
+                    state.delayers[(group, units)] = state.starts
+                    return False
+                alloc = beside
         if self._unsettled(state, job):
             state.stale = True
         if reservation is None:

@@ -84,6 +84,28 @@ def test_shadow_state_folds_releases_and_refuses_takes_that_block_the_head() -> 
     assert multi.try_take(((2, 4),))             # 8 + 4 still on two nodes
 
 
+def test_place_beside_keeps_the_reserved_job_fitting() -> None:
+    p = pool(8, 8, 8)
+    p.take(((0, 6),))                            # node 0: 2 free now, 8 at the head's start
+    p.take(((1, 4),))
+    p.take(((2, 8),))
+    shadow = p.shadow("", None, 8)
+    shadow.release(((0, 6),))
+    assert p.place(2) == ((0, 2),) and not shadow.try_take(((0, 2),))
+    assert p.place_beside(2, "", None, shadow) == ((1, 2),)
+    assert p.place_beside(5, "", None, shadow) is None     # node 1 has 2 left; node 0 is the head's
+    wide = pool(8, 8, 8, 8)                      # free now 6, 4, 6, 0; the head needs node 0 whole
+    for alloc in (((0, 2),), ((1, 4),), ((2, 2),), ((3, 8),)):
+        wide.take(alloc)
+    big = wide.shadow("", None, 8)
+    big.release(((0, 2),))
+    assert wide.place(10) == ((2, 6), (0, 4))    # the two emptiest, node 0 among them
+    wide.take(wide.place_beside(10, "", None, big) or ())
+    assert wide.free == {0: 6, 1: 0, 2: 0, 3: 0}
+    assert big.head_fits and big.free == {0: 8, 1: 0, 2: 0, 3: 0}
+    assert wide.place_beside(4, "", None, big) is None and big.free == {0: 8, 1: 0, 2: 0, 3: 0}
+
+
 def sim_job(job_id: int, submit: float, *, units: int = 1, tier: int = 1, factor: float = 1.0) -> SimJob:
     record = JobRecord(job_id=job_id, user="u", submit_time=submit)
     return SimJob(trace=record, job_id=job_id, submit=submit, duration=60.0, units=units, bf_limit=60.0,

@@ -75,6 +75,21 @@ def test_a_job_fitting_beside_the_reservation_backfills_even_if_long() -> None:
     assert started(slurm) == [3]
 
 
+def test_a_long_job_backfills_on_a_node_the_reservation_does_not_need() -> None:
+    # n1 keeps 4 GPUs busy for long; n2 frees at t=1100 for the head (a whole node). The
+    # 2-GPU job would best fit on n2 (2 free) and block the head there, but n1 has room:
+    # Slurm's backfill leaves the reserved node out and starts it on n1.
+    slurm, _ = make(ClusterSpec.uniform(2, 8))
+    slurm.submit(job(slurm, 1, 4, 10_000.0))
+    slurm.submit(job(slurm, 2, 6, 100.0))
+    assert started(slurm) == [1, 2]
+    slurm.submit(job(slurm, 3, 8, 50.0))              # head: reserved on n2 at t=1100
+    long_ = job(slurm, 4, 2, 5000.0)
+    slurm.submit(long_)
+    assert started(slurm) == [4]
+    assert long_.alloc == ((0, 2),)
+
+
 def test_unknown_partitions_share_the_default_pool_and_pools_are_separate() -> None:
     spec = ClusterSpec.pools({"vc1": (1, 4), "vc2": (1, 4)})
     slurm, _ = make(spec)

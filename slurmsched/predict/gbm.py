@@ -172,16 +172,18 @@ class SlurmschedPredictor:
         """Retrain the quantile trees on the most recent runs of ``history``.
 
         When every run of ``history`` already went through :meth:`update` (same count,
-        same latest end), the rows kept then are used as they are; otherwise the
-        statistics, expert records and rows are rebuilt by replaying ``history``. With
-        fewer than :data:`MIN_TRAIN_JOBS` rows only the statistics are rebuilt.
+        same latest end), the rows kept then are used as they are; otherwise, or while
+        no replay has coded the accounts, partitions and QOS (:class:`CategoryCodes`)
+        that ``history`` holds, the statistics, expert records and rows are rebuilt by
+        replaying ``history``. With fewer than :data:`MIN_TRAIN_JOBS` rows only the
+        statistics are rebuilt.
         """
         # the end of every run (JobRecord.runtime_s is not None: started and ended), read
         # without the property: this pass over the whole history comes with every refit
         ends = [job.end_time for job in history if job.start_time is not None and job.end_time is not None]
         runs = len(ends)
         latest = max(ends, default=float("-inf"))
-        if runs != self.runs_seen or latest != self.seen_until:
+        if runs != self.runs_seen or latest != self.seen_until or self._uncoded(history):
             self._replay(history, runs, latest)
         if self._kept < MIN_TRAIN_JOBS:
             log.info("%s to learn from: too few to train, experts answer alone", plural(self._kept, "run"))
@@ -198,6 +200,12 @@ class SlurmschedPredictor:
         self.fitted_jobs = runs
         self.version = "gbm-" + hashlib.sha1(X.tobytes() + residual.tobytes()).hexdigest()[:10]
         log.info("trained %s on %d runs", self.version, len(residual))
+
+    def _uncoded(self, history: Sequence[JobRecord]) -> bool:
+        """True when the category codes are empty (statistics built by :meth:`update` alone: every
+        account, partition and QOS reads as "other") though ``history`` names some."""
+        return (not any(self.state.codes.codes.values())
+                and any(job.account or job.partition or job.qos for job in history))
 
     def _replay(self, history: Sequence[JobRecord], runs: int, latest: float) -> None:
         """Rebuild statistics, expert records and training rows from ``history``."""

@@ -204,3 +204,25 @@ def test_a_blob_of_this_layout_without_the_whole_state_is_a_format_error(state: 
     blob = pickle.dumps({"format": FORMAT, "sklearn": sklearn.__version__, "state": state})
     with pytest.raises(ModelFormatError, match="incomplete"):
         SlurmschedPredictor.from_bytes(blob)
+
+
+def test_a_model_that_learned_through_update_codes_partitions_when_fitted() -> None:
+    """Each job by a new user: only the cold-start model answers, and only the partition tells
+    short work from long. Fed through ``update`` (as the online evaluation, the simulator and a
+    daemon started on little history do), the fit codes the partitions as a fresh fit does."""
+    history = []
+    for i in range(MIN_TRAIN_JOBS + 200):
+        partition, runtime = ("short", 60.0) if i % 2 else ("long", 20000.0)
+        history.append(replace(job(i + 1, f"user{i}", "run", runtime, i * 100.0, limit=86400), partition=partition))
+    history.sort(key=lambda j: (j.end_time, j.job_id))
+    online = SlurmschedPredictor()
+    online.predict(history)  # each predicted while pending (rows kept when it finishes)
+    online.update(history)
+    online.fit(history)
+    fresh = SlurmschedPredictor()
+    fresh.fit(history)
+    assert online.state.codes.codes["partition"] == fresh.state.codes.codes["partition"] != {}
+    probes = [replace(job(9001, "newcomer", "run", None, 1e6, limit=86400), partition=p) for p in ("short", "long")]
+    short, long = online.predict(probes)
+    assert short.estimate_s < 600 and long.estimate_s > 5000
+    assert online.predict(probes) == fresh.predict(probes)

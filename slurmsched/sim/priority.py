@@ -151,17 +151,6 @@ class PriorityQueue:
                 moved = True
         return moved
 
-    def next_cap(self) -> float:
-        """When the next queued job's age factor reaches its cap, after which a job whose
-        priority still grows may pass it (:meth:`order_kept_until` then tells when);
-        ``math.inf`` when none will, or when every such job's priority without age is alike
-        (none can pass another after its cap)."""
-        ageing, jobs, capped = self._ageing, self._jobs, self._capped
-        while ageing and (ageing[0][1] not in jobs or ageing[0][1] in capped):
-            heapq.heappop(ageing)
-        young = self._young_static
-        return ageing[0][0] if ageing and young[0] < young[-1] else math.inf
-
     def order_kept_until(self, since: float, jobs: Iterable[SimJob] | None = None) -> float:
         """The earliest time after ``since`` at which the order of the queued jobs (or of
         ``jobs`` against the capped ones) may change with no job reaching its age cap:

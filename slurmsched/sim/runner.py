@@ -21,10 +21,7 @@ event run with an empty queue too, as long as jobs are still to arrive, and one 
 at the last tick before each event: that keeps the daemon's submit cache as fresh at an
 arrival as a live daemon, which cycles whatever the queue holds, would have it (the cache
 is rewritten on its own clock, which the skipped ticks do not follow exactly).
-A pass of the scheduler follows every cycle whose actions changed the queue order, and
-runs when the order changes with age alone between events
-(:meth:`SimulatedSlurm.next_reorder`: slurmctld schedules on its own timers, so a job
-passing the head by age starts then if it fits, not at the next arrival or completion).
+A pass of the scheduler follows every cycle whose actions changed the queue order.
 """
 
 from __future__ import annotations
@@ -217,8 +214,6 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
     while next_arrival < len(sim_jobs) or completions or slurm.pending_count:
         t_arrival = sim_jobs[next_arrival].submit if next_arrival < len(sim_jobs) else math.inf
         t_event = min(t_arrival, completions[0][0] if completions else math.inf)
-        # The queue's order may change between events: slurmctld schedules on its own then.
-        t_reorder = max(slurm.next_reorder(), clock.now())
         if engine is not None and (slurm.pending_count or (plugin is not None and next_arrival < len(sim_jobs))):
             if due is not None:
                 tick = due
@@ -228,7 +223,7 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
                     tick = _tick_at_or_after(engine.next_change(), last_cycle, interval)
                 if plugin is not None and t_event < math.inf:  # the submit cache, fresh at the next arrival
                     tick = min(tick, (math.ceil(t_event / interval) - 1) * interval)
-            if last_cycle < tick < min(t_event, t_reorder) and tick >= clock.now():
+            if last_cycle < tick < t_event and tick >= clock.now():
                 clock.advance_to(tick)
                 began = time.perf_counter()
                 engine.cycle(tick)
@@ -238,13 +233,6 @@ def simulate(jobs: tuple[TraceJob, ...], spec: ClusterSpec, config: SchedulerCon
                 if slurm.take_reordered():
                     started(slurm.schedule())
                 continue
-        if t_reorder < t_event:
-            clock.advance_to(t_reorder)
-            batch = slurm.reorder()
-            started(batch)
-            if batch and (due is None or due < t_reorder):
-                due = math.ceil(t_reorder / interval) * interval
-            continue
         if t_event == math.inf:
             raise RuntimeError(f"simulation stuck: {slurm.pending_count} jobs pending, none running, no arrivals")
         clock.advance_to(t_event)

@@ -182,7 +182,6 @@ class SimulatedSlurm:
         self._nodes = tuple(self._node_records)  # what the next snapshot shows, unless nodes are stale
         self._stale_nodes: set[int] = set()  # nodes whose allocation changed since ``_nodes`` was built
         self._reordered = False
-        self._aged = False  # ``reorder`` capped age factors since the last pass
         self._arrived: list[SimJob] = []
         self._last_pass: _Pass | None = None
         self._kept: dict[str, _Reservation] = {}
@@ -360,8 +359,7 @@ class SimulatedSlurm:
         arrived, self._arrived = self._arrived, []
         self._reordered = False
         queue = self._queue
-        aged = queue.age(now) or self._aged
-        self._aged = False
+        aged = queue.age(now)
         if aged:
             self._kept.clear()
         last = self._last_pass
@@ -415,37 +413,6 @@ class SimulatedSlurm:
         for job in started:
             queue.remove(job)
         return started
-
-    def next_reorder(self) -> float:
-        """The earliest time after the last pass at which a pass could start a job with no
-        event in between: when the queue's order may change (a job whose priority grows with
-        age passing a capped one: slurmctld, which schedules every ``sched_interval`` and
-        ``bf_interval`` whatever happens, then tests the new order), or a job's age factor
-        reaches its cap, after which that may happen (:meth:`reorder` at that time).
-        A change of order is due at the first whole second after two priorities meet (at
-        the meeting, ties keep the older job first). ``math.inf`` when nothing is pending
-        or no pool has free GPUs (then nothing starts before a job ends, an event)."""
-        last = self._last_pass
-        if last is None or not self._pending or all(pool.free_total == 0 for pool in self._pools.values()):
-            return math.inf
-        queue = self._queue
-        if last.order_until is None:
-            last.order_until = queue.order_kept_until(last.at)
-        until = last.order_until
-        return min(math.floor(until) + 1.0 if until < math.inf else until, queue.next_cap())
-
-    def reorder(self) -> list[SimJob]:
-        """At :meth:`next_reorder`'s time: cap the age factors due, and run a pass if the
-        queue's order may have changed. Returns the jobs started."""
-        now = self._clock.now()
-        last = self._last_pass
-        if last is not None and last.order_until is not None and now < last.order_until:
-            if self._queue.age(now):
-                self._aged = True  # as if the next pass had capped them
-                last.order_until = min(last.order_until, self._queue.order_kept_until(now))
-            if now < last.order_until:
-                return []
-        return self.schedule()
 
     def _reusable(self, last: _Pass, arrived: list[SimJob], now: float) -> bool:
         """Whether testing only ``arrived`` (in queue order) against ``last``'s verdicts and

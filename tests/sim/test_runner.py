@@ -13,7 +13,7 @@ from slurmsched.model import JobRecord, JobState, SchedulerConfig
 from slurmsched.planner import Planner
 from slurmsched.policy import make_policy
 from slurmsched.predict.registry import make_predictor
-from slurmsched.sim.cluster import ClusterSpec, NodeSpec, PartitionSpec
+from slurmsched.sim.cluster import ClusterSpec
 from slurmsched.sim.experiment import compare
 from slurmsched.sim.policies import SimPolicy, configured, engine_factory, parse_policies
 from slurmsched.sim.runner import SimSettings, simulate
@@ -79,26 +79,6 @@ def small_workload(jobs: int = 240, seed: int = 3):
     spec = WorkloadSpec(jobs=jobs, users=6, mean_interarrival_s=90.0, median_duration_s=1200.0,
                         gpu_nodes=((None, 4, 4),), typed_share=0.0, seed=seed)
     return workload_from_records(generate_workload(spec, start=1_600_000_000.0), "generated")
-
-
-def test_a_job_passing_the_head_by_age_starts_without_waiting_for_an_event() -> None:
-    # One node of 4 GPUs; job 1 holds 3 until t=1000. Job 2 (all 4, low partition factor)
-    # is the head until its age factor is capped at t=100 (3,500); job 3 (1 GPU, 3,250
-    # without age) passes it at t=115 and fits beside job 1: slurmctld, which schedules
-    # every minute whatever happens, starts it then, not when job 1 ends.
-    spec = ClusterSpec(name="c", nodes=(NodeSpec("n1", 4, None, "main"),),
-                       partitions=(PartitionSpec("hi", "main"), PartitionSpec("lo", "main", priority_factor=0.25)))
-
-    def record(job_id: int, submit: float, run: float, gpus: int, partition: str) -> JobRecord:
-        return JobRecord(job_id=job_id, user="u", name="n", submit_time=submit, start_time=submit,
-                         end_time=submit + run, gpus=gpus, partition=partition, state=JobState.COMPLETED,
-                         time_limit_s=int(run))
-
-    jobs = workload_from_records([record(1, 0.0, 1000.0, 3, "hi"), record(2, 0.0, 10.0, 4, "lo"),
-                                  record(3, 90.0, 5000.0, 1, "hi")], "t").jobs
-    config = SchedulerConfig(weight_age=1000, weight_job_size=2000, weight_partition=2000, priority_max_age_s=100)
-    result = simulate(jobs, spec, config)
-    assert [(o.job_id, o.start) for o in result.outcomes] == [(1, 0.0), (3, 116.0), (2, 5116.0)]
 
 
 def test_fifo_through_the_daemon_is_slurm_alone() -> None:

@@ -47,7 +47,9 @@ CTC-SP2 153% -> 146% (worst wait 1.00x -> 1.47x), HPC2N 50% -> 78% (1.09x; 65% a
 without ``slowdown_factor``); with the exact simulator of today (``docs/simulator.md``),
 Philly 93%, HPC2N 74% (1.13x), CTC-SP2 21% below FIFO's avg JCT (1.82x) with a
 ``backlog_factor`` of 1, and with today's 0.5 Philly 93% (3.32x), HPC2N 77% (1.18x),
-CTC-SP2 17% below FIFO (1.38x), ITP01-10 38% on average against 36%.
+CTC-SP2 17% below FIFO (1.38x), ITP01-10 38% on average against 36%; with backfill
+beside reservations and the simulated predictor's coded partitions, Philly 94% (3.50x),
+HPC2N 79% (1.14x), CTC-SP2 20% below FIFO (1.33x), ITP01-10 31%.
 
 Waiting time is counted from when the job became eligible to start (Slurm's
 ``eligible_time``: its submission, or its ``--begin`` time, or the moment a dependency

@@ -71,22 +71,23 @@ def _repository(config: Config, *, read_only: bool = False):
     return open_repository(config, read_only=read_only)
 
 
-def _pause(config: Config, repo: JobRepository) -> str:
+def _pause(config: Config, repo: JobRepository) -> tuple[str, bool]:
     """Set the pause flag and remove the submit cache (job_submit.lua then leaves new jobs alone).
 
-    Returns what became of the cache, for the command's message: ``""`` when there was
-    none. One that cannot be removed (``daemon.submit_cache`` names a directory, or one
-    this user cannot write) is said so; the paused daemon removes it at its next cycle.
+    Returns what became of the cache, for the command's message (``""`` when there was
+    none), and whether it is gone. One that cannot be removed (``daemon.submit_cache``
+    names a directory, or one this user cannot write) is said so; the paused daemon
+    removes it at its next cycle.
     """
     repo.set_paused(True)
     path = config.daemon.submit_cache_path
     try:
         path.unlink()
     except FileNotFoundError:
-        return ""
+        return "", True
     except OSError as exc:
-        return f"; submit cache {path} NOT removed ({exc.strerror}): the daemon removes it at its next cycle"
-    return "; submit cache removed, job_submit.lua leaves new jobs alone"
+        return f"; submit cache {path} NOT removed ({exc.strerror}): the daemon removes it at its next cycle", False
+    return "; submit cache removed, job_submit.lua leaves new jobs alone", True
 
 
 # --- run ---------------------------------------------------------------------------------
@@ -468,7 +469,7 @@ def pause(ctx: click.Context) -> None:
     """Stop changing jobs from the next cycle on (and at once for new submissions)."""
     config = get_config(ctx)
     with closing(_repository(config)) as repo:
-        cache = _pause(config, repo)
+        cache, _ = _pause(config, repo)
     click.echo("paused: the daemon applies nothing from its next cycle on" + cache
                + ". Values already set stay; 'slurmsched revert' restores them.")
 
@@ -510,7 +511,9 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
                        + (f"; would drop {plural(len(plan.gone), 'record')} of jobs no longer pending"
                           if plan.gone else "") + ". Dry run: nothing sent, not paused.")
             return
-        _pause(config, repo)
+        cache, gone = _pause(config, repo)
+        if not gone:  # said before the restores, so a revert that stops does not hide it
+            click.echo("warning: " + cache.removeprefix("; "), err=True)
         try:
             report = revert_all(gateway, repo)
         except SlurmError as exc:

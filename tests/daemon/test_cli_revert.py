@@ -142,3 +142,16 @@ def test_revert_keeps_a_level_value_an_admin_set_by_hand(daemon_env, busy):
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("reverted 0 changes on 0 pending jobs")
     assert daemon_env.site_factors([job]) == {job: level}
+
+
+def test_revert_warns_of_a_submit_cache_it_cannot_remove(daemon_env, tmp_path):
+    """``pause`` says so in its line; ``revert`` said nothing, though job_submit.lua may go
+    on valuing new jobs until the paused daemon's next cycle removes the cache."""
+    cache = tmp_path / "cache-dir"
+    cache.mkdir()
+    daemon_env.write(submit_cache=str(cache))
+    result = daemon_env.cli("revert")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (f"warning: submit cache {cache} NOT removed (Is a directory): the daemon removes it "
+                             "at its next cycle\n")
+    assert result.stdout.startswith("reverted 0 changes on 0 pending jobs")

@@ -255,7 +255,8 @@ def test_explain_puts_a_job_waiting_for_its_begin_time_in_no_line(daemon_env, bu
     assert daemon_env.cli("run", "--once").exit_code == 0
     result = daemon_env.cli("explain", str(later))
     assert result.exit_code == 0, result.output
-    assert re.search(r"^now: PENDING \(BeginTime\): priority \d+, SiteFactor \S+, not eligible before "
+    # the reason is BeginTime once slurmctld's scheduler has looked at the job, Resources or None before
+    assert re.search(r"^now: PENDING \(\w+\): priority \d+, SiteFactor \S+, not eligible before "
                      r"\d{4}-\d\d-\d\d \d\d:\d\d\S*: in no line yet$", result.stdout, re.M), result.stdout
 
 

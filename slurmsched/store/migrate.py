@@ -82,7 +82,9 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> list[tuple[str | None, str]]:
-    """Migrate the database to ``revision`` (each step in its own transaction).
+    """Migrate the database to ``revision``: on PostgreSQL each step in its own transaction,
+    under an advisory lock held for the whole upgrade; on SQLite all steps in one
+    transaction, under the write lock taken before the revision is read.
 
     Upgrades run at the same time (two ``db upgrade``, or one beside the first
     ``history import`` into an empty database) take turns, so the later one finds the
@@ -104,8 +106,8 @@ def upgrade(engine: Engine, revision: str = "head") -> list[tuple[str | None, st
 
 @contextmanager
 def _one_upgrade_at_a_time(conn: Connection) -> Iterator[None]:
-    """Hold PostgreSQL's upgrade advisory lock on ``conn`` for the block (SQLite's write lock,
-    taken by every step, already lets one writer in at a time).
+    """Hold PostgreSQL's upgrade advisory lock on ``conn`` for the block (on SQLite the whole
+    upgrade is one transaction that holds the write lock).
 
     The lock belongs to the database session, so the connection is closed afterwards rather
     than returned to the pool: that releases it however the block ended.

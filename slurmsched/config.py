@@ -338,11 +338,11 @@ class PlannerSection:
             raise ConfigError(f"{prefix}.min_service_gpu_h must be > 0 (got {self.min_service_gpu_h})")
         if self.max_service_gpu_h <= self.min_service_gpu_h:
             raise ConfigError(f"{prefix}.max_service_gpu_h must be > min_service_gpu_h (got {self.max_service_gpu_h})")
-        from slurmsched.planner.scale import MAX_SITE_FACTOR
+        from slurmsched.model import SITE_FACTOR_LIMIT
 
-        if self.top_level + 1 > MAX_SITE_FACTOR:
+        if self.top_level + 1 > SITE_FACTOR_LIMIT:
             raise ConfigError(f"{prefix}.level_ratio {self.level_ratio} makes {self.top_level + 2} SiteFactor levels"
-                              f" from min_service_gpu_h to max_service_gpu_h; at most {MAX_SITE_FACTOR + 1} fit")
+                              f" from min_service_gpu_h to max_service_gpu_h; at most {SITE_FACTOR_LIMIT + 1} fit")
         if not 0 <= self.hysteresis_levels < 1:
             raise ConfigError(f"{prefix}.hysteresis_levels must be >= 0 and < 1 (got {self.hysteresis_levels})")
         if self.max_rpcs_per_cycle < 1:

@@ -271,6 +271,11 @@ class ClusterSnapshot:
 
 # --- Actions: the only changes slurmsched ever makes to a job ----------------------
 
+#: Slurm accepts SiteFactor within +/- this (``NICE_OFFSET`` - 3): the bound of every
+#: value slurmsched sends (``gateway.argv``) and of its levels (``planner.scale``).
+SITE_FACTOR_LIMIT = 2_147_483_645
+
+
 @dataclass(frozen=True, slots=True)
 class SetSiteFactor:
     """``scontrol update JobId=<job_id> SiteFactor=<value>``; ``previous`` restores it."""

@@ -15,10 +15,7 @@ import re
 from typing import Sequence
 
 from slurmsched.errors import InvalidAction
-from slurmsched.model import Action, SetFeatures, SetSiteFactor, SetSwitches
-
-#: Slurm accepts SiteFactor within +/- this (``NICE_OFFSET`` - 3).
-SITE_FACTOR_LIMIT = 2_147_483_645
+from slurmsched.model import SITE_FACTOR_LIMIT, Action, SetFeatures, SetSiteFactor, SetSwitches
 
 _FEATURES = re.compile(r"[A-Za-z0-9_.,&|*!()\[\]:-]*")
 

@@ -22,12 +22,9 @@ import math
 from dataclasses import dataclass
 
 from slurmsched.config import PlannerSection
-from slurmsched.gateway.argv import SITE_FACTOR_LIMIT
-from slurmsched.model import SchedulerConfig
+from slurmsched.model import SITE_FACTOR_LIMIT, SchedulerConfig
 
 GUARD_LEVEL = -1
-#: The largest SiteFactor a level may have: what ``scontrol update`` accepts.
-MAX_SITE_FACTOR = SITE_FACTOR_LIMIT
 DEFAULT_BLEND_RANGE = 1000
 
 
@@ -54,7 +51,7 @@ class SiteFactorScale:
         top: ``L``, the last (largest-service) level.
         step: SiteFactor difference between adjacent levels.
         capped_from: the step the mode asks for when it was cut so that the guard level
-            fits :data:`MAX_SITE_FACTOR`; ``None`` when ``step`` is that step.
+            fits :data:`SITE_FACTOR_LIMIT`; ``None`` when ``step`` is that step.
     """
 
     min_service_s: float
@@ -66,7 +63,7 @@ class SiteFactorScale:
     @classmethod
     def build(cls, planner: PlannerSection, config: SchedulerConfig) -> "SiteFactorScale":
         """Size the scale for ``planner``'s mode against ``config``'s weights, capping the step
-        so that every value fits :data:`MAX_SITE_FACTOR` (:meth:`cap_warning` says so; the
+        so that every value fits :data:`SITE_FACTOR_LIMIT` (:meth:`cap_warning` says so; the
         caller reports it: nothing is logged here)."""
         min_s = planner.min_service_gpu_h * 3600.0
         log_ratio = math.log(planner.level_ratio)
@@ -77,8 +74,8 @@ class SiteFactorScale:
             span = planner.blend_range or max(config.weight_age, config.weight_fairshare, config.weight_job_size,
                                               config.weight_partition, config.weight_qos) or DEFAULT_BLEND_RANGE
             step = max(1, span // (top + 1))
-        if (top + 1) * step > MAX_SITE_FACTOR:
-            return cls(min_s, log_ratio, top, MAX_SITE_FACTOR // (top + 1), capped_from=step)
+        if (top + 1) * step > SITE_FACTOR_LIMIT:
+            return cls(min_s, log_ratio, top, SITE_FACTOR_LIMIT // (top + 1), capped_from=step)
         return cls(min_s, log_ratio, top, step)
 
     def cap_warning(self) -> str | None:

@@ -86,8 +86,8 @@ def _pause(config: Config, repo: JobRepository) -> tuple[str, bool]:
     except FileNotFoundError:
         return "", True
     except OSError as exc:
-        return f"; submit cache {path} NOT removed ({exc.strerror}): the daemon removes it at its next cycle", False
-    return "; submit cache removed, job_submit.lua leaves new jobs alone", True
+        return f"submit cache {path} NOT removed ({exc.strerror}): the daemon removes it at its next cycle", False
+    return "submit cache removed, job_submit.lua leaves new jobs alone", True
 
 
 # --- run ---------------------------------------------------------------------------------
@@ -470,7 +470,7 @@ def pause(ctx: click.Context) -> None:
     config = get_config(ctx)
     with closing(_repository(config)) as repo:
         cache, _ = _pause(config, repo)
-    click.echo("paused: the daemon applies nothing from its next cycle on" + cache
+    click.echo("paused: the daemon applies nothing from its next cycle on" + (f"; {cache}" if cache else "")
                + ". Values already set stay; 'slurmsched revert' restores them.")
 
 
@@ -513,7 +513,7 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
             return
         cache, gone = _pause(config, repo)
         if not gone:  # said before the restores, so a revert that stops does not hide it
-            click.echo("warning: " + cache.removeprefix("; "), err=True)
+            click.echo(f"warning: {cache}", err=True)
         try:
             report = revert_all(gateway, repo)
         except SlurmError as exc:

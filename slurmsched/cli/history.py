@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from typing import TYPE_CHECKING
 
 import click
@@ -14,9 +13,9 @@ from slurmsched.cli import get_config
 from slurmsched.cli.db import DB_OPTION
 from slurmsched.cli.output import fit, printable
 from slurmsched.cli.params import Duration, Moment
-from slurmsched.errors import TraceFormatError
+from slurmsched.errors import SlurmError, TraceFormatError
 from slurmsched.store import DEFAULT_BATCH
-from slurmsched.store.selection import check_since, moment_text, one_cluster
+from slurmsched.store.selection import check_past, moment_text, one_cluster
 from slurmsched.text import plural
 from slurmsched.traces import FORMATS, iter_trace
 
@@ -80,7 +79,7 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
                                    f"(got {len(cluster)})")
     if from_sacct and since is None:
         raise click.UsageError("--from-sacct needs --since DATE")
-    check_since(since)
+    check_past(since)
     if trace is not None:
         assert fmt is not None  # checked above
         _check_trace(trace, fmt)
@@ -93,8 +92,6 @@ def import_(ctx: click.Context, trace: str | None, fmt: str | None, from_sacct: 
     accounting = None
     if from_sacct:  # read before the database is opened, as the trace is checked: a failed read creates nothing
         from slurmsched.gateway import make_gateway
-
-        from slurmsched.errors import SlurmError
 
         assert since is not None  # checked above
         try:
@@ -241,10 +238,7 @@ def purge(ctx: click.Context, before: float, jobs: bool, dry_run: bool, as_json:
     from slurmsched.store.repository import open_repository
 
     config = get_config(ctx)
-    now = time.time()
-    if before > now:
-        raise click.UsageError(f"--before {moment_text(before)} is in the future: give a past date or an age such "
-                               "as 180d")
+    check_past(before, "--before", "180d")
     limit = config.daemon.fit_limit
     if jobs and limit is None:
         raise click.UsageError("--jobs: daemon.fit_history_jobs is 0, so a fit learns from every finished job; "

@@ -20,7 +20,7 @@ from slurmsched.cli.params import Duration, Moment
 from slurmsched.cli.output import output_dir, writing
 from slurmsched.config import Config
 from slurmsched.errors import ConfigError
-from slurmsched.store.selection import check_since
+from slurmsched.store.selection import check_past
 from slurmsched.traces import FORMATS
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def simulate(ctx: click.Context, trace: str | None, fmt: str | None, from_db: bo
         raise ConfigError("--warmup needs --since (the warm-up is the time before it)")
     if since is not None and until is not None and since >= until:
         raise ConfigError("--since must be before --until")
-    check_since(since)
+    check_past(since)
     out = output_dir(out_dir, "--out") if out_dir is not None else None
     config = get_config(ctx).with_overrides("sim", target_load=target_load, workers=workers,
                                             submit_plugin=submit_plugin)

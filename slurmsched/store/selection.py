@@ -7,7 +7,7 @@ evaluate --from-db``, ``history stats``) works on one of them: ``--cluster NAME`
 required when the database holds several, so that jobs of different clusters are never
 pooled unnoticed. A time window (``--since``, ``--until``) is named in messages as
 local dates (:func:`moment_text`), and a ``--since`` in the future is refused
-(:func:`check_since`): it could only ever select nothing.
+(:func:`check_past`): it could only ever select nothing.
 """
 
 from __future__ import annotations
@@ -53,15 +53,17 @@ def moment_text(moment: float) -> str:
     return datetime.fromtimestamp(moment).strftime("%Y-%m-%d %H:%M")
 
 
-def check_since(since: float | None) -> None:
-    """Refuse a ``--since`` in the future.
+def check_past(moment: float | None, option: str = "--since", example: str = "30d") -> None:
+    """Refuse a moment in the future (``--since``; ``history purge --before``).
 
     Args:
-        since: the resolved ``--since`` (POSIX seconds), ``None`` when not given.
+        moment: the resolved option (POSIX seconds), ``None`` when not given.
+        option: the option's name, for the message.
+        example: an age to suggest instead.
 
     Raises:
-        ConfigError: ``since`` is later than now; the message names it as a date.
+        ConfigError: ``moment`` is later than now; the message names it as a date.
     """
-    if since is not None and since > time.time():
-        raise ConfigError(f"--since {moment_text(since)} is in the future: give a past date or an age "
-                          "such as 30d")
+    if moment is not None and moment > time.time():
+        raise ConfigError(f"{option} {moment_text(moment)} is in the future: give a past date or an age "
+                          f"such as {example}")

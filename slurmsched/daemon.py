@@ -38,7 +38,7 @@ from slurmsched.engine import Clock, CycleReport, Engine, SystemClock
 from slurmsched.engine.cycle import CURSOR, fit_history
 from slurmsched.errors import SlurmschedError
 from slurmsched.gateway.protocol import SlurmGateway
-from slurmsched.model import Action, ClusterSnapshot, Decision, JobRecord, JobState, SetSiteFactor
+from slurmsched.model import Action, ClusterSnapshot, Decision, JobRecord, JobState, SetFeatures, SetSiteFactor
 from slurmsched.planner import Planner
 from slurmsched.policy import Policy
 from slurmsched.policy.qssf import QssfPolicy
@@ -415,12 +415,14 @@ class RevertReport:
 
     Attributes:
         reverted: changes restored (SiteFactor values count once per job).
-        jobs: pending jobs touched.
+        jobs: jobs touched, pending or running.
         kinds: restored changes by action kind.
-        forgotten: records dropped because their job is no longer pending.
+        forgotten: records dropped because their job left the queue.
         failures: one line per action Slurm refused.
         left: one line per change left alone because its job holds another value now
             (set by a user or an admin since, or never made), whose record was dropped.
+        kept: one line per change that Slurm cannot restore on the job as it is now
+            (:data:`PENDING_ONLY` on a running job), whose record is kept.
     """
 
     reverted: int
@@ -429,6 +431,20 @@ class RevertReport:
     forgotten: int
     failures: tuple[str, ...]
     left: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+
+
+#: Changes Slurm 22.05 takes only on a pending job: ``scontrol update JobId=N Features=``
+#: on a running one answers "Job is no longer pending execution" (SiteFactor and
+#: ``Switches=`` it takes on a running job too).
+PENDING_ONLY = frozenset({SetFeatures.__name__})
+
+
+def kept_text(change: AppliedChange, state: JobState) -> str:
+    """Why ``revert`` keeps the record of a change it cannot restore on a job in ``state``."""
+    return (f"job {change.job_id} {change.kind} {change.current} (before slurmsched: {change.original or 'none'}):"
+            f" the job is {state.value} and Slurm changes {change.kind.removeprefix('Set')} only on a pending job;"
+            " the record is kept, so a requeue brings it back to the daemon and the next revert")
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,70 +452,82 @@ class RevertPlan:
     """What a revert would do now (``slurmsched revert --dry-run``).
 
     Attributes:
-        actions: the ``scontrol update`` actions restoring pending jobs, in job order.
-        gone: records of changed jobs that are no longer pending (dropped, nothing sent).
-        left: records of pending jobs that hold neither slurmsched's value nor the original
+        actions: the ``scontrol update`` actions restoring jobs in the queue (pending or
+            running), in job order.
+        gone: records of changed jobs that left the queue (dropped, nothing sent).
+        left: records of jobs that hold neither slurmsched's value nor the original
             one, with the value they hold (dropped, nothing sent): a user or an admin
             changed it since, which a revert must not undo.
-        unmade: records of pending jobs that hold the original value: an update recorded
+        unmade: records of jobs that hold the original value: an update recorded
             although it failed, which Slurm never made (dropped, nothing sent).
+        kept: records of running jobs that Slurm cannot restore until the job is
+            pending again (:data:`PENDING_ONLY`), with the job's state (kept, nothing sent).
     """
 
     actions: tuple[Action, ...]
     gone: tuple[AppliedChange, ...]
     left: tuple[tuple[AppliedChange, str], ...] = ()
     unmade: tuple[AppliedChange, ...] = ()
+    kept: tuple[tuple[AppliedChange, JobState], ...] = ()
 
 
 def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
                 restored: Collection[int] = ()) -> RevertPlan:
-    """The actions that restore every pending job slurmsched changed, as of ``snapshot``.
+    """The actions that restore every job in the queue that slurmsched changed, as of ``snapshot``.
 
     Covers the ``changes`` the repository recorded whose job still holds slurmsched's
     value where the queue shows it (:func:`~slurmsched.planner.changes.live_text`; a
-    value changed since is left alone), and SiteFactor values that ``job_submit.lua`` set
-    at submit time but no cycle has adopted yet (a pending job that slurmsched has no
-    record of and whose ``AdminComment`` is the script's stamp of the value it holds; of
-    a job ``sprio`` does not list, held or deferred since, the stamp alone, as a change
-    recorded for such a job is restored unseen, unless it is among ``restored``: an earlier
-    pass of the same revert restored it, and the stamp stays).
+    value changed since is left alone), on pending and running jobs alike: a requeued
+    job comes back pending with the values it had, so a running job's SiteFactor and
+    ``Switches`` are restored too (unseen: ``sprio`` does not list a running job), and
+    a change Slurm takes only on a pending job (:data:`PENDING_ONLY`) is kept for later.
+    Also SiteFactor values that ``job_submit.lua`` set at submit time but no cycle has
+    adopted yet (a pending job that slurmsched has no record of and whose
+    ``AdminComment`` is the script's stamp of the value it holds; of a job ``sprio``
+    does not list, held or deferred since, the stamp alone, as a change recorded for
+    such a job is restored unseen, unless it is among ``restored``: an earlier pass of
+    the same revert restored it, and the stamp stays).
     Pure: reads nothing, sends nothing.
     """
     from slurmsched.planner import revert_action
     from slurmsched.planner.changes import live_text, original_text
     from slurmsched.planner.plan import stamped_value
 
-    pending = {j.job_id: j for j in snapshot.pending}
+    queued = {j.job_id: j for j in snapshot.jobs}
     recorded = {c.job_id for c in changes if c.kind == SetSiteFactor.__name__}
     actions: list[Action] = []
     left: list[tuple[AppliedChange, str]] = []
     unmade: list[AppliedChange] = []
+    kept: list[tuple[AppliedChange, JobState]] = []
     for change in sorted(changes, key=lambda c: (c.job_id, c.kind)):
-        job = pending.get(change.job_id)
+        job = queued.get(change.job_id)
         if job is None:
             continue
         live = live_text(job, change.kind)
-        if live is None or live == change.current:
-            actions.append(revert_action(change))
-        elif live == original_text(change):
-            unmade.append(change)
+        if live is not None and live != change.current:
+            if live == original_text(change):
+                unmade.append(change)
+            else:
+                left.append((change, live))
+        elif job.state is not JobState.PENDING and change.kind in PENDING_ONLY:
+            kept.append((change, job.state))
         else:
-            left.append((change, live))
-    for j in pending.values():
+            actions.append(revert_action(change))
+    for j in snapshot.pending:
         if j.job_id in recorded or j.job_id in restored:
             continue
         # a job sprio does not list (held, or its begin time ahead since submit): the stamp tells
         stamped = stamped_value(j)
         if stamped and j.site_factor in (None, stamped):
             actions.append(SetSiteFactor(j.job_id, 0, stamped, "revert: SiteFactor set at submit by job_submit.lua"))
-    return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in pending), tuple(left),
-                      tuple(unmade))
+    return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in queued), tuple(left),
+                      tuple(unmade), tuple(kept))
 
 
 def revert_all(gateway: SlurmGateway, repository: JobRepository,
                *, rounds: int = 3) -> RevertReport:
-    """Restore every pending job slurmsched changed (:func:`plan_revert`); forget records
-    of jobs that left the queue.
+    """Restore every job in the queue that slurmsched changed (:func:`plan_revert`);
+    forget records of jobs that left the queue, keep those Slurm cannot restore yet.
 
     The caller pauses the daemon first; a cycle that was already running may still have
     recorded changes, so the pass repeats (up to ``rounds`` times) until nothing is left.
@@ -517,11 +545,13 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository,
     kinds: dict[str, int] = {}
     failures: dict[tuple[int, str], str] = {}
     left: list[str] = []
+    kept: tuple[str, ...] = ()
     for _ in range(rounds):
         snapshot = gateway.snapshot()
-        pending = {j.job_id for j in snapshot.pending}
-        failures = {key: text for key, text in failures.items() if key[0] in pending}
+        queued = {j.job_id for j in snapshot.jobs}
+        failures = {key: text for key, text in failures.items() if key[0] in queued}
         plan = plan_revert(snapshot, repository.applied_changes(), jobs)
+        kept = tuple(kept_text(change, state) for change, state in plan.kept)
         if not (plan.actions or plan.gone or plan.left or plan.unmade):
             break
         outcomes = gateway.apply(plan.actions) if plan.actions else []
@@ -552,7 +582,7 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository,
                 else:
                     failures[key] = f"job {key[0]} {kind} {previous} -> {new}: {outcome.message}"
             repository.record_decisions(cycle_id, decisions)
-            repository.finish_cycle(cycle_id, pending=len(pending), running=len(snapshot.running),
+            repository.finish_cycle(cycle_id, pending=len(snapshot.pending), running=len(snapshot.running),
                                     actions=len(outcomes), failed=sum(not o.ok for o in outcomes),
                                     timings={"total": time.time() - now})
-    return RevertReport(reverted, len(jobs), kinds, forgotten, tuple(failures.values()), tuple(left))
+    return RevertReport(reverted, len(jobs), kinds, forgotten, tuple(failures.values()), tuple(left), kept)

@@ -491,7 +491,7 @@ def resume(ctx: click.Context) -> None:
 @click.pass_context
 def revert(ctx: click.Context, dry_run: bool) -> None:
     """Pause, then restore every job slurmsched changed; report how many."""
-    from slurmsched.daemon import plan_revert, revert_all
+    from slurmsched.daemon import kept_text, plan_revert, revert_all
     from slurmsched.gateway import make_gateway
     from slurmsched.planner import describe
 
@@ -506,9 +506,11 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
             for change, live in plan.left:
                 click.echo(f"job {change.job_id}: {change.kind} is {live}, not slurmsched's {change.current}:"
                            " would be left as it is")
+            for change, state in plan.kept:
+                click.echo(f"would keep: {kept_text(change, state)}")
             click.echo(f"would restore {plural(len(plan.actions), 'change')} on "
-                       f"{plural(len({a.job_id for a in plan.actions}), 'pending job')}"
-                       + (f"; would drop {plural(len(plan.gone), 'record')} of jobs no longer pending"
+                       f"{plural(len({a.job_id for a in plan.actions}), 'job')}"
+                       + (f"; would drop {plural(len(plan.gone), 'record')} of jobs that left the queue"
                           if plan.gone else "") + ". Dry run: nothing sent, not paused.")
             return
         cache, gone = _pause(config, repo)
@@ -519,12 +521,14 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
         except SlurmError as exc:
             raise SlurmError(f"slurmsched is paused, but the revert stopped: {exc}. Run 'slurmsched revert' "
                              "again once Slurm answers: it restores what is left") from exc
-    click.echo(f"reverted {plural(report.reverted, 'change')} on {plural(report.jobs, 'pending job')}"
+    click.echo(f"reverted {plural(report.reverted, 'change')} on {plural(report.jobs, 'job')}"
                + (f" ({', '.join(f'{n} {k}' for k, n in sorted(report.kinds.items()))})" if report.kinds else "")
-               + (f"; {plural(report.forgotten, 'record')} of jobs no longer pending dropped" if report.forgotten
+               + (f"; {plural(report.forgotten, 'record')} of jobs that left the queue dropped" if report.forgotten
                   else ""))
     for line in report.left:
         click.echo(f"left alone: {line}")
+    for line in report.kept:
+        click.echo(f"kept: {line}")
     for line in report.failures:
         click.echo(f"failed: {line}", err=True)
     click.echo(f"slurmsched is paused: {PAUSED_HINT}")

@@ -28,7 +28,7 @@ def test_revert_restores_every_job_and_reports_the_count(daemon_env, busy, lua_c
 
     result = daemon_env.cli("revert")
     assert result.exit_code == 0, result.output
-    assert re.search(r"^reverted 3 changes on 3 pending jobs \(3 SetSiteFactor\)", result.stdout, re.M), result.stdout
+    assert re.search(r"^reverted 3 changes on 3 jobs \(3 SetSiteFactor\)", result.stdout, re.M), result.stdout
     assert "slurmsched is paused" in result.stdout
     assert daemon_env.site_factors(ids) == {i: 0 for i in ids}
     assert not lua_cache.exists()
@@ -40,7 +40,7 @@ def test_revert_restores_every_job_and_reports_the_count(daemon_env, busy, lua_c
     daemon.cycle(time.time())
     assert daemon_env.site_factors(ids) == {i: 0 for i in ids}
     again = daemon_env.cli("revert")
-    assert again.exit_code == 0 and again.stdout.startswith("reverted 0 changes on 0 pending jobs")
+    assert again.exit_code == 0 and again.stdout.startswith("reverted 0 changes on 0 jobs")
     # status tells the revert pass (3 restores) and the paused cycle from a live cycle; the
     # second revert found nothing to do and recorded no cycle
     status = daemon_env.cli("status").stdout
@@ -60,7 +60,7 @@ def test_revert_restores_a_value_job_submit_lua_gave_a_job_held_since(daemon_env
     assert daemon_env.site_factors([job]) == {job: None}
     result = daemon_env.cli("revert")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("reverted 1 change on 1 pending job (1 SetSiteFactor)"), result.stdout
+    assert result.stdout.startswith("reverted 1 change on 1 job (1 SetSiteFactor)"), result.stdout
     busy.cluster.run("scontrol", "release", str(job))
     assert wait_until("sprio to list the released job", lambda: daemon_env.site_factors([job])[job] is not None,
                       timeout=60)
@@ -75,7 +75,7 @@ def test_revert_drops_records_of_jobs_that_left_the_queue(daemon_env, busy):
     busy.wait_state(job, {"CANCELLED", ""}, timeout=30)
     result = daemon_env.cli("revert")
     assert result.exit_code == 0, result.output
-    assert "reverted 0 changes on 0 pending jobs; 1 record of jobs no longer pending dropped" in result.stdout
+    assert "reverted 0 changes on 0 jobs; 1 record of jobs that left the queue dropped" in result.stdout
     with daemon_env.repo() as repo:
         assert repo.applied_changes() == []
 
@@ -89,10 +89,70 @@ def test_revert_dry_run_lists_the_changes_and_sends_nothing(daemon_env, busy):
     result = daemon_env.cli("revert", "--dry-run")
     assert result.exit_code == 0, result.output
     assert (f"job {job}: SetSiteFactor {before[job]} -> 0  (revert: restore the value before slurmsched)\n"
-            "would restore 1 change on 1 pending job. Dry run: nothing sent, not paused.\n") in result.stdout
+            "would restore 1 change on 1 job. Dry run: nothing sent, not paused.\n") in result.stdout
     assert daemon_env.site_factors([job]) == before
     with daemon_env.repo() as repo:
         assert not repo.is_paused() and [c.job_id for c in repo.applied_changes()] == [job]
+
+
+def test_revert_restores_a_running_job_and_keeps_the_features_slurm_refuses_it(daemon_env, slurm_jobs):
+    """A requeue brings a running job back pending with the values it had. Slurm 22.05
+    takes SiteFactor and Switches on a running job but answers ``Features=`` with "Job is
+    no longer pending execution": revert restores the first two, keeps the Features record
+    and says so, and restores Features once the requeued job is pending."""
+    with daemon_env.path.open("a") as config:
+        config.write('[constraints]\ngpu_equivalence = [["a100", "v100"]]\n')
+    a100 = slurm_jobs.submit("-w", "gpu[01-02]", "-N", "2", "--exclusive", "--gres=gpu:a100:8", name="a100",
+                             wrap="sleep 300")
+    slurm_jobs.wait_state(a100, {"RUNNING"}, timeout=90)
+    daemon_env.seed_history("short", [60, 70, 50])
+    job = slurm_jobs.submit("-N", "2", "--exclusive", "--gres=gpu:1", "--constraint=a100", "-t", "120", name="short")
+    slurm_jobs.wait_state(job, {"PENDING"})
+    actions = {type(a).__name__ for a in daemon_env.daemon().cycle(time.time()).plan.actions}
+    assert actions == {"SetSiteFactor", "SetSwitches", "SetFeatures"}, actions  # widened to the idle v100s
+    slurm_jobs.wait_state(job, {"RUNNING"}, timeout=60)
+    assert switches_field(daemon_env, job) == "1@00:10:00"
+    preview = daemon_env.cli("revert", "--dry-run")
+    assert f"would keep: job {job} SetFeatures a100|v100 (before slurmsched: a100)" in preview.stdout, preview.stdout
+    assert "would restore 2 changes on 1 job. Dry run" in preview.stdout
+    assert switches_field(daemon_env, job) == "1@00:10:00"
+
+    result = daemon_env.cli("revert")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("reverted 2 changes on 1 job (1 SetSiteFactor, 1 SetSwitches)\n"), result.stdout
+    assert (f"kept: job {job} SetFeatures a100|v100 (before slurmsched: a100): the job is RUNNING and Slurm changes"
+            " Features only on a pending job; the record is kept") in result.stdout
+    assert switches_field(daemon_env, job) == ""
+    with daemon_env.repo() as repo:
+        assert [(c.job_id, c.kind) for c in repo.applied_changes()] == [(job, "SetFeatures")]
+
+    # requeued, and kept pending: the v100s busy too, its begin time (a requeue defers it) now
+    daemon_env.cluster.run("scontrol", "requeue", str(job))
+    v100 = slurm_jobs.submit("-w", "gpu[03-04]", "-N", "2", "--exclusive", name="v100", wrap="sleep 300")
+    slurm_jobs.wait_state(v100, {"RUNNING"}, timeout=90)
+    daemon_env.cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+    assert wait_until("sprio to list the requeued job", lambda: daemon_env.site_factors([job])[job] is not None,
+                      timeout=30)
+    assert daemon_env.site_factors([job]) == {job: 0}
+    assert switches_field(daemon_env, job) == ""
+    again = daemon_env.cli("revert")
+    assert again.exit_code == 0, again.output
+    assert again.stdout.startswith("reverted 1 change on 1 job (1 SetFeatures)\n"), again.stdout
+    assert features_field(daemon_env, job) == "a100"
+    with daemon_env.repo() as repo:
+        assert repo.applied_changes() == []
+
+
+def switches_field(daemon_env, job_id: int) -> str:
+    """The job's ``Switches=`` as ``scontrol show job`` prints it ('' when it has no request)."""
+    line = daemon_env.cluster.run("scontrol", "-o", "show", "job", str(job_id)).stdout
+    return next((t.split("=", 1)[1] for t in line.split() if t.startswith("Switches=")), "")
+
+
+def features_field(daemon_env, job_id: int) -> str:
+    """The job's ``Features=`` as ``scontrol show job`` prints it."""
+    line = daemon_env.cluster.run("scontrol", "-o", "show", "job", str(job_id)).stdout
+    return next(t.split("=", 1)[1] for t in line.split() if t.startswith("Features="))
 
 
 def test_revert_with_slurm_unreachable_says_it_paused_and_restored_nothing(daemon_env, busy, tmp_path):
@@ -123,7 +183,7 @@ def test_revert_leaves_a_value_an_admin_set_since(daemon_env, busy):
             in preview.stdout), preview.stdout
     result = daemon_env.cli("revert")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("reverted 1 change on 1 pending job (1 SetSiteFactor)")
+    assert result.stdout.startswith("reverted 1 change on 1 job (1 SetSiteFactor)")
     assert (f"left alone: job {theirs} SetSiteFactor is 31337, not slurmsched's {set_by_us[theirs]}: changed since,"
             " left as it is") in result.stdout
     assert daemon_env.site_factors([ours, theirs]) == {ours: 0, theirs: 31337}
@@ -140,7 +200,7 @@ def test_revert_keeps_a_level_value_an_admin_set_by_hand(daemon_env, busy):
     busy.cluster.run("scontrol", "update", f"JobId={job}", f"SiteFactor={level}")
     result = daemon_env.cli("revert")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("reverted 0 changes on 0 pending jobs")
+    assert result.stdout.startswith("reverted 0 changes on 0 jobs")
     assert daemon_env.site_factors([job]) == {job: level}
 
 
@@ -154,4 +214,4 @@ def test_revert_warns_of_a_submit_cache_it_cannot_remove(daemon_env, tmp_path):
     assert result.exit_code == 0, result.output
     assert result.stderr == (f"warning: submit cache {cache} NOT removed (Is a directory): the daemon removes it "
                              "at its next cycle\n")
-    assert result.stdout.startswith("reverted 0 changes on 0 pending jobs")
+    assert result.stdout.startswith("reverted 0 changes on 0 jobs")

@@ -393,3 +393,21 @@ def test_a_requeued_job_comes_back_with_its_record_so_revert_restores_it() -> No
     assert [(c.job_id, c.original, c.current) for c in repository.applied_changes()] == [(7, "0", str(given))]
     repository.set_paused(True)
     assert revert_all(slurm, repository).reverted == 1 and slurm.site_factor == 0
+
+
+def test_revert_restores_a_running_job_so_a_requeue_brings_back_no_value_of_slurmscheds() -> None:
+    """revert dropped the records of running jobs and restored nothing on them: a job
+    requeued after it came back pending with slurmsched's SiteFactor and no record."""
+    slurm, repository = Requeuing(), MemoryJobRepository(cluster="test")
+    predictor = UserLimitPredictor()
+    predictor.fit([])
+    engine = Engine(slurm, repository, predictor, make_policy("qssf", POLICY_ARGS), Planner(Config()))
+    engine.run_cycle(START + 60)
+    assert slurm.site_factor > 0
+    slurm.running = True
+    repository.set_paused(True)
+    report = revert_all(slurm, repository)
+    assert (report.reverted, report.jobs, report.forgotten, report.kept) == (1, 1, 0, ())
+    assert slurm.site_factor == 0 and repository.applied_changes() == []
+    slurm.running = False                              # requeued while slurmsched is paused
+    assert slurm.snapshot().jobs[0].site_factor == 0

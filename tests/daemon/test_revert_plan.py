@@ -99,3 +99,34 @@ def test_a_job_sprio_does_not_list_is_left_alone_until_it_does() -> None:
     scale = PLANNER.scale(WEIGHTS)
     assert PLANNER.site_factor_step(job(9, site_factor=None), 100.0, True, None, scale)[0] is Step.KEEP
     assert PLANNER.site_factor_step(job(9, site_factor=0), 100.0, True, None, scale)[0] is Step.SEND
+
+
+def test_a_running_jobs_site_factor_and_switches_are_restored_and_its_features_kept() -> None:
+    """A requeue brings a running job back pending with the values it had: 22.05 takes
+    SiteFactor and Switches on a running job (restored by the record: sprio does not list
+    it), not Features (kept for when the job is pending again). Only records of jobs that
+    left the queue are dropped."""
+    running = dataclasses.replace(job(21, site_factor=None, features="a100|v100"), state=JobState.RUNNING,
+                                  nodes=2, gpus=8)
+    changes = [AppliedChange(21, "SetSiteFactor", "0", "400"),
+               AppliedChange(21, "SetSwitches", "0", "1@600"),
+               AppliedChange(21, "SetFeatures", "a100", "a100|v100"),
+               AppliedChange(22, "SetSiteFactor", "0", "400")]   # finished: no longer in the queue
+    plan = plan_revert(snapshot(running), changes)
+    assert plan.actions == (SetSiteFactor(21, 0, 400, "revert: restore the value before slurmsched"),
+                            SetSwitches(21, 0, None, 1, 600, "revert: restore the value before slurmsched"))
+    assert plan.kept == ((changes[2], JobState.RUNNING),)
+    assert plan.gone == (changes[3],)
+    assert (plan.left, plan.unmade) == ((), ())
+
+
+def test_a_running_jobs_features_changed_since_are_left_and_never_kept() -> None:
+    """The queue shows a running job's Features: a value that is no longer slurmsched's is
+    left (record dropped), one that is the original again was never made (record dropped)."""
+    changed = dataclasses.replace(job(23, site_factor=None, features="h100"), state=JobState.RUNNING)
+    never = dataclasses.replace(job(24, site_factor=None, features="a100"), state=JobState.RUNNING)
+    changes = [AppliedChange(23, "SetFeatures", "a100", "a100|v100"),
+               AppliedChange(24, "SetFeatures", "a100", "a100|v100")]
+    plan = plan_revert(snapshot(changed, never), changes)
+    assert (plan.actions, plan.kept) == ((), ())
+    assert plan.left == ((changes[0], "h100"),) and plan.unmade == (changes[1],)

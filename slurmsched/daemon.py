@@ -462,6 +462,10 @@ class RevertPlan:
             although it failed, which Slurm never made (dropped, nothing sent).
         kept: records of running jobs that Slurm cannot restore until the job is
             pending again (:data:`PENDING_ONLY`), with the job's state (kept, nothing sent).
+        inherited: the records, as the task's, of values that tasks split off a job
+            array hold from their array (:func:`~slurmsched.planner.changes.record_of`),
+            among ``actions`` or ``kept``: one that cannot be restored now becomes the
+            task's own record, so it outlives its array's.
     """
 
     actions: tuple[Action, ...]
@@ -469,6 +473,7 @@ class RevertPlan:
     left: tuple[tuple[AppliedChange, str], ...] = ()
     unmade: tuple[AppliedChange, ...] = ()
     kept: tuple[tuple[AppliedChange, JobState], ...] = ()
+    inherited: tuple[AppliedChange, ...] = ()
 
 
 def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
@@ -481,6 +486,9 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
     job comes back pending with the values it had, so a running job's SiteFactor and
     ``Switches`` are restored too (unseen: ``sprio`` does not list a running job), and
     a change Slurm takes only on a pending job (:data:`PENDING_ONLY`) is kept for later.
+    A task split off a job array that has no record of its own and holds its array's
+    value (or one the queue does not show) gets its array's original back too; the
+    array's record stays, though its job left the queue, while such a task needs it.
     Also SiteFactor values that ``job_submit.lua`` set at submit time but no cycle has
     adopted yet (a pending job that slurmsched has no record of and whose
     ``AdminComment`` is the script's stamp of the value it holds; of a job ``sprio``
@@ -490,7 +498,7 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
     Pure: reads nothing, sends nothing.
     """
     from slurmsched.planner import revert_action
-    from slurmsched.planner.changes import live_text, original_text
+    from slurmsched.planner.changes import REVERT_REASON, inherits, live_text, original_text, record_of
     from slurmsched.planner.plan import stamped_value
 
     queued = {j.job_id: j for j in snapshot.jobs}
@@ -499,6 +507,14 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
     left: list[tuple[AppliedChange, str]] = []
     unmade: list[AppliedChange] = []
     kept: list[tuple[AppliedChange, JobState]] = []
+    inherited: list[AppliedChange] = []
+
+    def restore(change: AppliedChange, job: JobRecord, reason: str) -> None:
+        if job.state is not JobState.PENDING and change.kind in PENDING_ONLY:
+            kept.append((change, job.state))
+        else:
+            actions.append(revert_action(change, reason))
+
     for change in sorted(changes, key=lambda c: (c.job_id, c.kind)):
         job = queued.get(change.job_id)
         if job is None:
@@ -509,10 +525,23 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
                 unmade.append(change)
             else:
                 left.append((change, live))
-        elif job.state is not JobState.PENDING and change.kind in PENDING_ONLY:
-            kept.append((change, job.state))
         else:
-            actions.append(revert_action(change))
+            restore(change, job, REVERT_REASON)
+    applied = {(c.job_id, c.kind): c for c in changes}
+    by_job: dict[int, list[AppliedChange]] = {}
+    for change in changes:
+        by_job.setdefault(change.job_id, []).append(change)
+    for task in (j for j in snapshot.jobs if inherits(j) and j.job_id not in restored):
+        for change in by_job.get(task.array_job_id or 0, ()):
+            record = record_of(applied, task, change.kind)
+            live = live_text(task, change.kind)
+            if (task.job_id, change.kind) in applied or record is None or live not in (None, change.current):
+                continue  # its own record, or a value of its own: the original, or one set since
+            inherited.append(record)
+            if change.kind == SetSiteFactor.__name__:
+                recorded.add(task.job_id)  # not job_submit.lua's, whatever its stamp
+            restore(record, task, f"{REVERT_REASON} (inherited from job array {change.job_id})")
+    needed = {task.array_job_id for task in (queued[c.job_id] for c in inherited)}
     for j in snapshot.pending:
         if j.job_id in recorded or j.job_id in restored:
             continue
@@ -520,8 +549,8 @@ def plan_revert(snapshot: ClusterSnapshot, changes: Sequence[AppliedChange],
         stamped = stamped_value(j)
         if stamped and j.site_factor in (None, stamped):
             actions.append(SetSiteFactor(j.job_id, 0, stamped, "revert: SiteFactor set at submit by job_submit.lua"))
-    return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in queued), tuple(left),
-                      tuple(unmade), tuple(kept))
+    return RevertPlan(tuple(actions), tuple(c for c in changes if c.job_id not in queued and c.job_id not in needed),
+                      tuple(left), tuple(unmade), tuple(kept), tuple(inherited))
 
 
 def revert_all(gateway: SlurmGateway, repository: JobRepository,
@@ -552,6 +581,7 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository,
         failures = {key: text for key, text in failures.items() if key[0] in queued}
         plan = plan_revert(snapshot, repository.applied_changes(), jobs)
         kept = tuple(kept_text(change, state) for change, state in plan.kept)
+        copies = {(c.job_id, c.kind): c for c in plan.inherited}
         if not (plan.actions or plan.gone or plan.left or plan.unmade):
             break
         outcomes = gateway.apply(plan.actions) if plan.actions else []
@@ -566,6 +596,9 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository,
                 repository.forget_applied(change.job_id, change.kind)
                 left.append(f"job {change.job_id} {change.kind} is {live}, not slurmsched's {change.current}:"
                             " changed since, left as it is")
+            for change, _ in plan.kept:  # a task's value from its array outlives the array's record
+                if (change.job_id, change.kind) in copies:
+                    repository.record_applied(change.job_id, change.kind, change.original, change.current)
             cycle_id = repository.start_cycle(now, CycleKind.REVERT)
             decisions = []
             for outcome in outcomes:
@@ -581,6 +614,9 @@ def revert_all(gateway: SlurmGateway, repository: JobRepository,
                     kinds[kind] = kinds.get(kind, 0) + 1
                 else:
                     failures[key] = f"job {key[0]} {kind} {previous} -> {new}: {outcome.message}"
+                    inherited = copies.get(key)
+                    if inherited is not None:
+                        repository.record_applied(key[0], kind, inherited.original, inherited.current)
             repository.record_decisions(cycle_id, decisions)
             repository.finish_cycle(cycle_id, pending=len(snapshot.pending), running=len(snapshot.running),
                                     actions=len(outcomes), failed=sum(not o.ok for o in outcomes),

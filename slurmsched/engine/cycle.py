@@ -34,6 +34,7 @@ from slurmsched.model import (Action, ActionOutcome, ClusterSnapshot, Decision, 
                               SchedulerConfig, SetFeatures, SetSiteFactor, SetSwitches)
 from slurmsched.engine.tracker import QueueChanges, QueueTracker, Tracked
 from slurmsched.planner import Plan, Planner, describe
+from slurmsched.planner.changes import record_of
 from slurmsched.planner.plan import SITE_FACTOR, SWITCHES, Step, undo_reason
 from slurmsched.policy.base import Policy, Ranking
 from slurmsched.predict.protocol import Predictor
@@ -332,7 +333,7 @@ class Engine:
             job = tracked.job
             job_id = job.job_id
             unsettled.discard(job_id)
-            record = applied.get((job_id, SITE_FACTOR))
+            record = record_of(applied, job, SITE_FACTOR)  # a split-off array task's may be its array's
             released = not eligible(job)  # protected or held: only slurmsched's value is undone
             if released:
                 self._pinned.discard(job_id)
@@ -354,7 +355,7 @@ class Engine:
             if released:
                 continue
             if switches_on and job.nodes > 1:
-                switches = tuner.switches(job, snapshot.config, (job_id, SWITCHES) in applied)
+                switches = tuner.switches(job, snapshot.config, record_of(applied, job, SWITCHES) is not None)
                 if switches is not None:
                     ranked.append((tracked, switches))
                     unsettled.add(job_id)
@@ -385,7 +386,8 @@ class Engine:
 
         A job still in ``snapshot`` (running, suspended) keeps its records: a requeue brings
         it back pending with the values slurmsched set (Slurm keeps them), which the planner
-        and ``revert`` must still know for slurmsched's, with their original.
+        and ``revert`` must still know for slurmsched's, with their original. So does a job
+        array while a task split off it is in the queue (:func:`record_of`).
         """
         applied = self._applied
         if full:
@@ -396,6 +398,7 @@ class Engine:
         if not keys:
             return []
         queued = {job.job_id for job in snapshot.jobs}
+        queued.update(job.array_job_id for job in snapshot.jobs if job.array_job_id is not None)
         return [key for key in keys if key[0] not in queued]
 
     def _queue(self, snapshot: ClusterSnapshot, first: bool) -> _QueueArgs:
@@ -456,17 +459,20 @@ class Engine:
         return decisions, mirror
 
     def _remember(self, action: Action) -> tuple[_Key, AppliedChange | None]:
-        """Record an applied change, or forget it when it restored the original value."""
+        """Record an applied change with its original (the job's record's; for a task split
+        off a job array without one, its array's; else the value replaced), or forget the
+        record when the change restored the original value."""
         kind, previous, new = describe(action)
         key = (action.job_id, kind)
-        record = self._applied.get(key)
+        tracked = self._tracker.jobs.get(action.job_id)
+        record = self._applied.get(key) if tracked is None else record_of(self._applied, tracked.job, kind)
         original = record.original if record is not None else previous
         self._intents.pop(key, None)
         if new == (original or ""):
             if record is not None:
                 self.repository.forget_applied(*key)
             return key, None
-        self.repository.record_applied(action.job_id, kind, previous, new)
+        self.repository.record_applied(action.job_id, kind, original, new)  # an array's original, for a task
         return key, AppliedChange(action.job_id, kind, original, new)
 
     def _decision(self, action: Action, outcome: str) -> Decision:

@@ -8,6 +8,9 @@ stored change back into the action that restores the original.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Mapping
+
 from slurmsched.errors import StoreError
 from slurmsched.model import Action, JobRecord, SetFeatures, SetSiteFactor, SetSwitches
 from slurmsched.store.protocol import AppliedChange
@@ -43,13 +46,38 @@ def live_text(job: JobRecord, kind: str) -> str | None:
     return None
 
 
+def inherits(job: JobRecord) -> bool:
+    """True for a task split off a job array (``ArrayJobId`` other than its own id).
+
+    Slurm 22.05 gives such a task (one started, or a pending one updated alone, which
+    gets its own job id) the values its array held, and ``scontrol update
+    JobId=<array id>`` changes every task of the array still in the queue."""
+    return job.array_job_id is not None and job.array_job_id != job.job_id
+
+
+def record_of(applied: Mapping[tuple[int, str], AppliedChange], job: JobRecord,
+              kind: str) -> AppliedChange | None:
+    """The record of slurmsched's ``kind`` change that speaks for ``job``: its own, else,
+    for a task split off a job array (:func:`inherits`), its array's, original included,
+    as the task's (``job_id`` the task's); ``None`` when neither has one."""
+    own = applied.get((job.job_id, kind))
+    if own is not None or not inherits(job):
+        return own
+    array = applied.get((job.array_job_id or 0, kind))
+    return None if array is None else replace(array, job_id=job.job_id)
+
+
 def original_text(change: AppliedChange) -> str:
     """The value ``change`` replaced, as the queue shows it: ``"0"`` for a SiteFactor that
     had none recorded (Slurm's default), else the recorded text (``""`` for none)."""
     return change.original or ("0" if change.kind == SetSiteFactor.__name__ else "")
 
 
-def revert_action(change: AppliedChange, reason: str = "revert: restore the value before slurmsched") -> Action:
+#: The reason recorded for an action of ``slurmsched revert``.
+REVERT_REASON = "revert: restore the value before slurmsched"
+
+
+def revert_action(change: AppliedChange, reason: str = REVERT_REASON) -> Action:
     """The action that puts ``change.original`` back (current value as ``previous``)."""
     original = change.original or ""
     if change.kind == "SetSiteFactor":

@@ -28,7 +28,7 @@ from slurmsched.config import Config
 from slurmsched.gateway.cli_backend import SITE_FACTOR_BATCH
 from slurmsched.model import (Action, ClusterSnapshot, JobRecord, SchedulerConfig, SetSiteFactor,
                               SetSwitches)
-from slurmsched.planner.changes import original_text
+from slurmsched.planner.changes import original_text, record_of
 from slurmsched.planner.constraints import ConstraintTuner
 from slurmsched.planner.scale import GUARD_LEVEL, SiteFactorScale
 from slurmsched.policy.base import Ranking
@@ -227,7 +227,9 @@ class Planner:
         Args:
             ranking: the policy's scores for the pending jobs.
             snapshot: the queue as Slurm reports it (``site_factor`` from ``sprio``).
-            applied: changes slurmsched made and has not reverted, by ``(job_id, kind)``.
+            applied: changes slurmsched made and has not reverted, by ``(job_id, kind)``;
+                a task split off a job array without a record of its own has its array's
+                (:func:`~slurmsched.planner.changes.record_of`).
         """
         scale = self.scale(snapshot.config)
         pending = {j.job_id: j for j in snapshot.pending}
@@ -241,7 +243,7 @@ class Planner:
             job = pending.get(score.job_id)
             if job is None:
                 continue
-            record = applied.get((job.job_id, SITE_FACTOR))
+            record = record_of(applied, job, SITE_FACTOR)  # a split-off array task's may be its array's
             released = not self.eligible(job)  # protected or held: only slurmsched's value is undone
             if released:
                 step, value, current = self.release_step(job, record, scale)
@@ -259,7 +261,7 @@ class Planner:
                 settled.append((job.job_id, SITE_FACTOR))
             elif step is Step.HOLD:
                 held += 1
-        switched = {job_id for job_id, kind in applied if kind == SWITCHES}
+        switched = {job.job_id for job in eligible if record_of(applied, job, SWITCHES) is not None}
         ranked.extend((rank_of[a.job_id], a) for a in self.tuner.plan(eligible, snapshot, switched))
         chosen, rpcs = self.select(ranked)
         return Plan(tuple(chosen), tuple(adopted), tuple(settled), held, len(ranked) - len(chosen), rpcs)

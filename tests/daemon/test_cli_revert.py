@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -141,6 +142,34 @@ def test_revert_restores_a_running_job_and_keeps_the_features_slurm_refuses_it(d
     assert features_field(daemon_env, job) == "a100"
     with daemon_env.repo() as repo:
         assert repo.applied_changes() == []
+
+
+def test_revert_restores_a_task_split_off_a_pending_array(daemon_env, busy):
+    """Slurm 22.05 gives a task split off a pending array (by an update of that task alone,
+    or by its start) its own job id, the array's id as ArrayJobId, and the array's
+    SiteFactor. slurmsched's record is the array's: the daemon took the task's value for
+    the original when it next changed the task, and revert put that value back on it."""
+    daemon_env.seed_history("sweep", [60, 70, 50])
+    array = busy.submit("--array=0-5", "--gres=gpu:1", "-t", "120", name="sweep")
+    assert wait_until("sprio to list the array", lambda: daemon_env.site_factors([array])[array] is not None,
+                      timeout=30)
+    daemon = daemon_env.daemon()
+    daemon.cycle(time.time())
+    given = daemon_env.site_factors([array])[array]
+    assert given and given > 0
+    busy.cluster.run("scontrol", "update", f"JobId={array}_5", "Comment=alone")
+    tasks = {(j["array_job_id"], j["array_task_id"]): j["job_id"] for j in
+             json.loads(busy.cluster.run("squeue", "--json").stdout)["jobs"] if j["job_state"] == "PENDING"}
+    task = tasks[array, 5]
+    assert task != array and daemon_env.site_factors([task]) == {task: given}
+    daemon.cycle(time.time() + 100 * 3600)  # past the 96 h guard: the array and the task move
+    moved = daemon_env.site_factors([array, task])
+    assert moved[task] != given, moved
+    with daemon_env.repo() as repo:
+        assert {c.job_id: c.original for c in repo.applied_changes()} == {array: "0", task: "0"}
+    result = daemon_env.cli("revert")
+    assert result.exit_code == 0, result.output
+    assert daemon_env.site_factors([array, task]) == {array: 0, task: 0}
 
 
 def switches_field(daemon_env, job_id: int) -> str:

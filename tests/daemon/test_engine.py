@@ -411,3 +411,73 @@ def test_revert_restores_a_running_job_so_a_requeue_brings_back_no_value_of_slur
     assert slurm.site_factor == 0 and repository.applied_changes() == []
     slurm.running = False                              # requeued while slurmsched is paused
     assert slurm.snapshot().jobs[0].site_factor == 0
+
+
+class SplitArray:
+    """Slurm 22.05 as a job array leaves a task split off it (seen live): the task gets a
+    job id of its own, its ``ArrayJobId`` is the array's, and it holds the SiteFactor the
+    array held; an update of the array's id changes every task, one of the task's id the
+    task alone."""
+
+    def __init__(self) -> None:
+        self.array = JobRecord(job_id=2, user="alice", name="sweep", submit_time=START, partition="batch", gpus=4,
+                               time_limit_s=int(4 * HOUR), array_job_id=2)
+        self.site_factors = {2: 0}
+
+    def split(self, job_id: int, task: int) -> None:
+        self.site_factors[job_id] = self.site_factors[2]
+
+    def snapshot(self) -> ClusterSnapshot:
+        jobs = tuple(dataclasses.replace(self.array, job_id=i, array_task_id=None if i == 2 else 5, site_factor=v)
+                     for i, v in sorted(self.site_factors.items()))
+        return ClusterSnapshot(START, "test", jobs, (), WEIGHTS)
+
+    def finished_since(self, since: float) -> list[JobRecord]:
+        return []
+
+    def apply(self, actions):
+        for action in actions:
+            for job_id in self.site_factors:
+                if job_id == action.job_id or (action.job_id == 2 and job_id != 2):
+                    self.site_factors[job_id] = action.value
+        return [ActionOutcome(a, True) for a in actions]
+
+
+def test_a_task_split_off_an_array_has_its_arrays_record_so_revert_restores_it() -> None:
+    """The task held slurmsched's value with no record of its own: a later change of it
+    recorded that value as the original, and revert put it back on the task (after the
+    array's restore had cleared it)."""
+    slurm, repository = SplitArray(), MemoryJobRepository(cluster="test")
+    predictor = UserLimitPredictor()
+    predictor.fit([])
+    engine = Engine(slurm, repository, predictor, make_policy("qssf", POLICY_ARGS), Planner(Config()))
+    engine.run_cycle(START + 60)
+    given = slurm.site_factors[2]
+    assert given > 0
+    slurm.split(7, 5)                                  # a user held and released task 5, say
+    report = engine.run_cycle(START + 3 * HOUR)        # aging ticks: both move
+    assert {a.job_id for a in report.plan.actions} == {2, 7} and slurm.site_factors[7] != given
+    assert [(c.job_id, c.original) for c in repository.applied_changes()] == [(2, "0"), (7, "0")]
+    repository.set_paused(True)
+    revert_all(slurm, repository)
+    assert slurm.site_factors == {2: 0, 7: 0} and repository.applied_changes() == []
+
+
+def test_an_arrays_record_stays_while_a_task_split_off_it_is_queued() -> None:
+    """The array's own job left the queue (its last task ran): the engine dropped its
+    record, and the task that still held slurmsched's value lost its only record."""
+    slurm, repository = SplitArray(), MemoryJobRepository(cluster="test")
+    predictor = UserLimitPredictor()
+    predictor.fit([])
+    engine = Engine(slurm, repository, predictor, make_policy("qssf", POLICY_ARGS), Planner(Config()),
+                    refresh_s=60.0)
+    engine.run_cycle(START + 60)
+    given = slurm.site_factors[2]
+    slurm.split(7, 5)
+    del slurm.site_factors[2]                          # the array's own job ran and ended
+    engine.run_cycle(START + 300)                      # a full pass: records of jobs not queued go
+    assert [(c.job_id, c.current) for c in repository.applied_changes()] == [(2, str(given))]
+    repository.set_paused(True)
+    report = revert_all(slurm, repository)
+    assert (report.reverted, report.forgotten) == (1, 1)
+    assert slurm.site_factors == {7: 0} and repository.applied_changes() == []

@@ -130,3 +130,54 @@ def test_a_running_jobs_features_changed_since_are_left_and_never_kept() -> None
     plan = plan_revert(snapshot(changed, never), changes)
     assert (plan.actions, plan.kept) == ((), ())
     assert plan.left == ((changes[0], "h100"),) and plan.unmade == (changes[1],)
+
+
+def task(job_id: int, array: int, **fields) -> JobRecord:
+    """A task split off job array ``array`` (its own job id, the array's ArrayJobId)."""
+    return dataclasses.replace(job(job_id, **fields), array_job_id=array, array_task_id=job_id)
+
+
+def test_a_task_split_off_an_array_is_restored_by_its_arrays_record() -> None:
+    """Slurm gives a split-off task the array's values; without a record of its own, the
+    array's speaks for it, original included. A task holding a value of its own (an
+    admin's, or the original) gets nothing; one with its own record goes by that."""
+    array = dataclasses.replace(job(2, site_factor=400), array_job_id=2)
+    changes = [AppliedChange(2, "SetSiteFactor", "5", "400"), AppliedChange(9, "SetSiteFactor", "0", "800")]
+    plan = plan_revert(snapshot(array, task(7, 2, site_factor=400), task(8, 2, site_factor=31337),
+                                task(9, 2, site_factor=800), task(10, 2, site_factor=5)), changes)
+    assert plan.actions == (SetSiteFactor(2, 5, 400, "revert: restore the value before slurmsched"),
+                            SetSiteFactor(9, 0, 800, "revert: restore the value before slurmsched"),
+                            SetSiteFactor(7, 5, 400, "revert: restore the value before slurmsched"
+                                                     " (inherited from job array 2)"))
+    assert plan.inherited == (AppliedChange(7, "SetSiteFactor", "5", "400"),)
+    assert (plan.gone, plan.left, plan.unmade) == ((), (), ())
+
+
+def test_an_arrays_record_outlives_its_job_while_a_task_holds_its_value() -> None:
+    """The array's own job left the queue (its last task ran): its record is dropped only
+    once no task split off it holds its value; a running task's Features are kept."""
+    changes = [AppliedChange(2, "SetSiteFactor", "0", "400"), AppliedChange(2, "SetFeatures", "a100", "a100|v100")]
+    running = dataclasses.replace(task(7, 2, site_factor=None, features="a100|v100"), state=JobState.RUNNING)
+    plan = plan_revert(snapshot(running), changes)
+    assert plan.actions == (SetSiteFactor(7, 0, 400, "revert: restore the value before slurmsched"
+                                                     " (inherited from job array 2)"),)
+    assert plan.kept == ((AppliedChange(7, "SetFeatures", "a100", "a100|v100"), JobState.RUNNING),)
+    assert plan.gone == ()
+    # the next pass of the same revert: the task's Features record is its own now (revert_all)
+    copy = plan.inherited[1]
+    later = plan_revert(snapshot(running), [*changes, copy], restored={7})
+    assert (later.actions, later.kept, later.gone) == ((), ((copy, JobState.RUNNING),), tuple(changes))
+    settled = plan_revert(snapshot(task(7, 2, site_factor=0, features="a100")), changes)
+    assert (settled.actions, settled.gone) == ((), tuple(changes))
+
+
+def test_the_planner_takes_a_split_off_tasks_inherited_value_for_slurmscheds() -> None:
+    """A value that is no level (the scale changed since) and no stamp is an admin's on a
+    job without a record; on a task whose array has the record it is slurmsched's."""
+    from slurmsched.policy.base import JobScore, Ranking
+    off_level = LEVEL + 1
+    array_record = {(2, "SetSiteFactor"): AppliedChange(2, "SetSiteFactor", "0", str(off_level))}
+    ranking = Ranking("qssf", True, (JobScore(7, 3600.0, 1, "short"),), None)
+    plan = PLANNER.plan(ranking, snapshot(task(7, 2, site_factor=off_level)), array_record)
+    assert [(a.job_id, a.previous) for a in plan.actions] == [(7, off_level)]
+    assert PLANNER.plan(ranking, snapshot(job(7, site_factor=off_level)), array_record).actions == ()

@@ -9,6 +9,7 @@ reads come from the TOML config (``--config`` / ``SLURMSCHED_CONFIG``).
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -66,6 +67,10 @@ class _Group(click.Group):
 def main(ctx: click.Context, config_path: str | None, verbose: int) -> None:
     """slurmsched: shorter GPU queues by nudging Slurm's own scheduler."""
     logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2), format=LOG_FORMAT)
+    if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors == "strict":
+        # A character the locale's encoding cannot write (a path with an emoji under
+        # latin-1) is printed as '?', not an internal error after the work is done.
+        sys.stdout.reconfigure(errors="replace")
     ctx.obj = _LazyConfig(config_path)
 
 

@@ -4,6 +4,7 @@ simulation or evaluation cannot end in a failed write."""
 from __future__ import annotations
 
 import os
+import sys
 import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,5 +83,9 @@ def fit(text: str, width: int) -> str:
 
 def printable(text: str) -> str:
     """``text`` safe for a terminal: control characters (newlines, ESC sequences a job's
-    owner could put in its name) shown as ``?``."""
-    return "".join(c if c.isprintable() else "?" for c in text)
+    owner could put in its name) shown as ``?``, and so are characters the encoding of
+    standard output cannot write (an emoji under a latin-1 locale), so that a table cell
+    keeps the width :func:`fit` gave it."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    shown = "".join(c if c.isprintable() else "?" for c in text)
+    return shown.encode(encoding, "replace").decode(encoding, "replace")

@@ -254,6 +254,33 @@ def test_queue_command_json(slurm_cluster, slurm_jobs):
     assert {n["name"] for n in doc["nodes"]} == {"gpu01", "gpu02", "gpu03", "gpu04"}
 
 
+def test_queue_and_predict_tables_under_a_latin1_locale(slurm_cluster, slurm_jobs, tmp_path: Path):
+    """A job name with an emoji used to end ``queue`` and ``predict JOBID`` in an internal
+    error (exit 3) on a latin-1 terminal; the name now shows what latin-1 can, '?' for the
+    rest, and the columns after it still line up."""
+    name = f"é😀x-{slurm_jobs.prefix}"  # the emoji first: the table cuts a long name
+    job = int(slurm_cluster.run("sbatch", "--parsable", "-H", "-t", "7", "-o", "/dev/null", f"--job-name={name}",
+                                "--wrap=true").stdout.split(";")[0])
+    slurm_jobs.ids.append(job)  # cancelled at teardown
+    env = {**slurm_cluster.env, "SLURMSCHED_CONFIG": os.devnull, "PYTHONIOENCODING": "latin-1",
+           "SLURMSCHED_DB_URL": f"sqlite:///{tmp_path / 'h.db'}"}  # predict reads the daemon's last prediction
+    subprocess.run([sys.executable, "-m", "slurmsched", "db", "upgrade"], env=env, capture_output=True, check=True,
+                   timeout=60)
+    queue = subprocess.run([sys.executable, "-m", "slurmsched", "queue"], env=env, capture_output=True,
+                           timeout=60)
+    assert queue.returncode == 0, queue.stderr
+    lines = queue.stdout.decode("latin-1").splitlines()
+    header = next(line for line in lines if line.startswith("JOBID"))
+    (row,) = [line for line in lines if line.startswith(f"{job} ")]
+    assert "  é?x-sst-" in row
+    assert row.index(" PENDING") == header.index(" STATE")
+    predict = subprocess.run([sys.executable, "-m", "slurmsched", "predict", str(job)], env=env,
+                             capture_output=True, timeout=60)
+    assert predict.returncode == 0, predict.stderr
+    assert predict.stdout.decode("latin-1").startswith(f"job {job} (") and f"é?x-{slurm_jobs.prefix}, PENDING" in \
+        predict.stdout.decode("latin-1")
+
+
 @needs_pyslurm
 def test_pyslurm_backend_agrees_with_the_cli_backend(gateway, slurm_cluster, slurm_jobs):
     py = PyslurmGateway(slurm_conf=str(slurm_cluster.conf), env=slurm_cluster.env)

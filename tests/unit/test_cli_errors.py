@@ -72,3 +72,17 @@ def test_output_to_a_closed_pipe_ends_quietly():
     writer.wait(timeout=60)
     assert first == b"line 0\n"
     assert (writer.returncode, stderr) == (EXIT_BROKEN_PIPE, b"")
+
+
+def test_text_the_locale_cannot_write_is_shown_as_a_question_mark(tmp_path):
+    """Under a latin-1 locale a path with an emoji in it printed on stdout used to end the
+    command in an internal error (exit 3), after its work was done."""
+    config = tmp_path / "dé😀" / "slurmsched.toml"
+    config.parent.mkdir()
+    config.write_text(f'[daemon]\nstate_dir = "{tmp_path}"\n[slurm]\nconf = "{tmp_path / "no-slurm.conf"}"\n')
+    proc = subprocess.run([sys.executable, "-m", "slurmsched", "--config", str(config), "config", "check"],
+                          capture_output=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "latin-1"})
+    assert proc.returncode == 1, proc.stderr  # the check's own verdict: no Slurm, no database
+    first = proc.stdout.decode("latin-1").splitlines()[0]
+    assert first == f"ok   config {tmp_path}/dé?/slurmsched.toml"

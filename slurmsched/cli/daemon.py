@@ -582,7 +582,11 @@ def config_group() -> None:
 @config_group.command("check")
 @click.pass_context
 def check(ctx: click.Context) -> None:
-    """Validate the config, then check the database, Slurm, the wait bound and job_submit.lua (exit 1 on a failure)."""
+    """Validate the config, then check the database, Slurm, the wait bound and job_submit.lua (exit 1 on a failure).
+
+    Slurm is read as a cycle reads it (``scontrol show config``, ``sprio``, ``squeue``,
+    ``sinfo``), so a command the daemon needs and cannot run fails the check.
+    """
     from slurmsched.gateway import make_gateway
     from slurmsched.planner import SiteFactorScale, guaranteed_wait_bound
     from slurmsched.submit_cache import CACHE_FILE_NAME, script_reads
@@ -619,15 +623,17 @@ def check(ctx: click.Context) -> None:
     except SlurmschedError as exc:
         line("FAIL", f"database: {exc}")
     try:
-        scheduler = make_gateway(config).scheduler_config()
+        snap = make_gateway(config).snapshot()  # every read of a cycle's, not scontrol's alone
     except SlurmschedError as exc:
         line("FAIL", f"slurm: {exc}")
     else:
+        scheduler = snap.config
         state = "ok" if scheduler.priority_type == "priority/multifactor" else "FAIL"
         line(state, f"slurm: PriorityType={scheduler.priority_type}, weights age={scheduler.weight_age} "
                     f"fairshare={scheduler.weight_fairshare} jobsize={scheduler.weight_job_size} "
                     f"partition={scheduler.weight_partition} qos={scheduler.weight_qos}, "
-                    f"TopologyPlugin={scheduler.topology_plugin or 'none'}")
+                    f"TopologyPlugin={scheduler.topology_plugin or 'none'}; queue read: "
+                    f"{len(snap.pending)} pending, {len(snap.running)} running, {plural(len(snap.nodes), 'node')}")
         capped = SiteFactorScale.build(config.planner, scheduler).cap_warning()
         if capped is not None:
             line("warn", f"planner: {capped}")

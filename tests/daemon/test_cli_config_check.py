@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 
@@ -18,6 +19,7 @@ def test_check_reports_each_part(daemon_env, lua_cache):
     assert any(line.startswith("     [policy] name='qssf', qssf={'max_wait_h': ") for line in lines)  # defaults shown
     assert any(line.startswith("ok   database sqlite:///") and line.endswith("schema current") for line in lines)
     assert "ok   slurm: PriorityType=priority/multifactor, weights age=10000 fairshare=10000" in result.stdout
+    assert re.search(r"; queue read: \d+ pending, \d+ running, 4 nodes\n", result.stdout), result.stdout
     assert any(re.match(r"ok   wait bound: \d+\.\d\d h: after max_wait_h=", line) for line in lines), result.stdout
     assert f"warn {lua_cache} is not " in result.stdout          # the daemon's cache is elsewhere
     daemon_env.write(submit_cache=str(lua_cache))
@@ -33,6 +35,21 @@ def test_check_fails_on_unreachable_slurm_and_old_schema(daemon_env, tmp_path):
     assert "FAIL database: no database at " in result.stdout and "slurmsched db upgrade" in result.stdout
     assert not (tmp_path / "none").exists()  # a check creates nothing
     assert "FAIL slurm: " in result.stdout
+
+
+
+@pytest.mark.parametrize("missing", ["squeue", "sprio", "sinfo"])
+def test_check_fails_when_a_command_the_cycle_runs_is_missing(daemon_env, tmp_path, missing):
+    """The check used to run scontrol alone: with squeue, sprio or sinfo missing it said ok
+    and exited 0, and every cycle of the daemon then failed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in {"scontrol", "squeue", "sprio", "sinfo", "sacct"} - {missing}:
+        (bin_dir / name).symlink_to(shutil.which(name))
+    daemon_env.path.write_text(daemon_env.path.read_text().replace("[slurm]\n", f'[slurm]\nbin_dir = "{bin_dir}"\n'))
+    result = daemon_env.cli("config", "check")
+    assert result.exit_code == 1, result.output
+    assert f"FAIL slurm: {missing} not found in {bin_dir} (is slurm-client installed?)\n" in result.stdout
 
 
 def test_check_names_the_bad_key(daemon_env):

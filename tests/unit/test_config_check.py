@@ -10,7 +10,7 @@ import slurmsched.config
 import slurmsched.gateway
 from slurmsched.cli import main
 from slurmsched.config import load_config
-from slurmsched.model import SchedulerConfig
+from slurmsched.model import ClusterSnapshot, SchedulerConfig
 from slurmsched.planner import SiteFactorScale
 
 
@@ -32,10 +32,12 @@ def test_defaults_name_the_absent_file_and_say_they_are_live(tmp_path, monkeypat
 
 
 class _Slurm:
-    """A gateway whose slurmctld runs multifactor with some weights."""
+    """A gateway whose slurmctld runs multifactor with some weights, over an empty queue."""
 
-    def scheduler_config(self) -> SchedulerConfig:
-        return SchedulerConfig(priority_type="priority/multifactor", weight_age=10000, weight_fairshare=10000)
+    config = SchedulerConfig(priority_type="priority/multifactor", weight_age=10000, weight_fairshare=10000)
+
+    def snapshot(self) -> ClusterSnapshot:
+        return ClusterSnapshot(taken_at=0.0, cluster="c", jobs=(), nodes=(), config=self.config)
 
 
 def test_a_capped_level_step_is_a_result_line_not_a_log_record(tmp_path, monkeypatch):
@@ -43,6 +45,6 @@ def test_a_capped_level_step_is_a_result_line_not_a_log_record(tmp_path, monkeyp
     config = tmp_path / "slurmsched.toml"
     config.write_text(f'[daemon]\nstate_dir = "{tmp_path}"\n[planner]\nlevel_ratio = 1.0000001\n')
     result = _check({"SLURMSCHED_CONFIG": str(config)})
-    scale = SiteFactorScale.build(load_config(config, environ={}).planner, _Slurm().scheduler_config())
+    scale = SiteFactorScale.build(load_config(config, environ={}).planner, _Slurm.config)
     assert f"warn planner: {scale.cap_warning()}\n" in result.stdout
     assert "WARNING" not in result.output and result.stderr == ""

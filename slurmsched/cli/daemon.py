@@ -585,7 +585,8 @@ def check(ctx: click.Context) -> None:
     """Validate the config, then check the database, Slurm, the wait bound and job_submit.lua (exit 1 on a failure).
 
     Slurm is read as a cycle reads it (``scontrol show config``, ``sprio``, ``squeue``,
-    ``sinfo``), so a command the daemon needs and cannot run fails the check.
+    ``sinfo``), so a command the daemon needs and cannot run fails the check; accounting
+    (``sacct``) that does not answer is a warning, as a cycle goes on without it.
     """
     from slurmsched.gateway import make_gateway
     from slurmsched.planner import SiteFactorScale, guaranteed_wait_bound
@@ -623,7 +624,8 @@ def check(ctx: click.Context) -> None:
     except SlurmschedError as exc:
         line("FAIL", f"database: {exc}")
     try:
-        snap = make_gateway(config).snapshot()  # every read of a cycle's, not scontrol's alone
+        gateway = make_gateway(config)
+        snap = gateway.snapshot()  # every read of a cycle's, not scontrol's alone
     except SlurmschedError as exc:
         line("FAIL", f"slurm: {exc}")
     else:
@@ -640,6 +642,13 @@ def check(ctx: click.Context) -> None:
         bound = guaranteed_wait_bound(config, scheduler)
         line("ok" if bound.seconds is not None else "warn",
              f"wait bound: {'none' if bound.seconds is None else _hours(bound.seconds)}: {bound.explanation}")
+        try:
+            gateway.finished_since(time.time() - 1)
+        except SlurmError as exc:  # a cycle goes on without it, as the daemon does
+            line("warn", f"accounting: {exc}: cycles plan without newly finished jobs, and predictions "
+                         "learn nothing new")
+        else:
+            line("ok", "accounting answers")
     line(*_submit_cache_place(config))
     cache = config.daemon.submit_cache_path
     conf_dir = config.slurm.conf_dir

@@ -47,15 +47,17 @@ class DaemonEnv:
         lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
         self.path.write_text("\n".join(lines) + "\n")
 
-    def point_at_closed_slurm(self) -> None:
+    def point_at_closed_slurm(self, *, controller: bool = True) -> None:
         """Rewrite the config file for a Slurm that does not answer (``timeout_s = 2``).
 
         ``slurm.conf`` must exist (the gateway refuses a missing one), so this writes a
-        copy of the cluster's with slurmctld's and slurmdbd's ports on a closed port.
+        copy of the cluster's with slurmctld's and slurmdbd's ports on a closed port; with
+        ``controller=False`` slurmdbd's alone (slurmctld answers, accounting does not).
         """
         closed = self.path.parent / "closed-slurm.conf"
         port = _free_port()
-        closed.write_text(re.sub(r"^(SlurmctldPort|AccountingStoragePort)=\d+", rf"\1={port}",
+        keys = "SlurmctldPort|AccountingStoragePort" if controller else "AccountingStoragePort"
+        closed.write_text(re.sub(rf"^({keys})=\d+", rf"\1={port}",
                                  self.cluster.conf.read_text(), flags=re.MULTILINE))
         self.path.write_text(self.path.read_text().replace(f'conf = "{self.cluster.conf}"',
                                                            f'conf = "{closed}"\ntimeout_s = 2'))

@@ -52,6 +52,18 @@ def test_check_fails_when_a_command_the_cycle_runs_is_missing(daemon_env, tmp_pa
     assert f"FAIL slurm: {missing} not found in {bin_dir} (is slurm-client installed?)\n" in result.stdout
 
 
+def test_check_warns_when_accounting_does_not_answer(daemon_env):
+    """slurmdbd down (its port closed, slurmctld up) used to pass unnoticed: the daemon then
+    plans every cycle without newly finished jobs. It is a warning, not a failure."""
+    assert "ok   accounting answers\n" in daemon_env.cli("config", "check").stdout
+    daemon_env.point_at_closed_slurm(controller=False)
+    result = daemon_env.cli("config", "check")
+    assert result.exit_code == 0, result.output
+    assert "ok   slurm: PriorityType=priority/multifactor" in result.stdout
+    assert re.search(r"^warn accounting: sacct: .*Connection refused: cycles plan without newly finished jobs",
+                     result.stdout, flags=re.MULTILINE), result.stdout
+
+
 def test_check_names_the_bad_key(daemon_env):
     daemon_env.write(interval_s=0)
     result = daemon_env.cli("config", "check")

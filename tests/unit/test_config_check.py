@@ -10,7 +10,7 @@ import slurmsched.config
 import slurmsched.gateway
 from slurmsched.cli import main
 from slurmsched.config import load_config
-from slurmsched.model import ClusterSnapshot, SchedulerConfig
+from slurmsched.model import ClusterSnapshot, JobRecord, SchedulerConfig
 from slurmsched.planner import SiteFactorScale
 
 
@@ -38,6 +38,9 @@ class _Slurm:
 
     def snapshot(self) -> ClusterSnapshot:
         return ClusterSnapshot(taken_at=0.0, cluster="c", jobs=(), nodes=(), config=self.config)
+
+    def finished_since(self, since: float) -> list[JobRecord]:
+        return []
 
 
 def test_a_capped_level_step_is_a_result_line_not_a_log_record(tmp_path, monkeypatch):

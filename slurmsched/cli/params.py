@@ -55,7 +55,9 @@ class JobId(click.ParamType):
     """A Slurm job id: digits only (``12345``), at most :data:`MAX_JOB_ID` (Slurm's are 32-bit).
 
     Python's ``int()`` would read ``9_1`` (an array task as ``squeue`` prints it) as 91,
-    another job; an array task is refused with the id to give instead.
+    another job; an array task is refused with the id to give instead, and so are an
+    array's pending tasks as ``squeue`` lists them (``9_[2-5%2]``), which are queued as
+    one job with the array's id.
     """
 
     name = "JOB_ID"
@@ -67,6 +69,10 @@ class JobId(click.ParamType):
         if re.fullmatch(r"\d+_\d+", text):
             self.fail(f"{text!r} is an array task: give its own job id (squeue -o %i shows the array's"
                       " form; squeue -o %A shows each task's job id)", param, ctx)
+        pending_tasks = re.fullmatch(r"(\d+)_\[[\d,%-]+\]", text)
+        if pending_tasks:
+            self.fail(f"{text!r} is an array's pending tasks, queued as one job: give the array's job id"
+                      f" {int(pending_tasks[1])}", param, ctx)
         if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_JOB_ID:
             self.fail(f"{text!r} is not a job id (a whole number from 1 to {MAX_JOB_ID})", param, ctx)
         return int(text)

@@ -170,6 +170,29 @@ def test_predict_jobid_shows_estimate_spread_and_source(tmp_path: Path, slurm_cl
     assert missing.exit_code == 1 and missing.stderr == "job 999999999 is not in the queue (finished, or never existed)\n"
 
 
+
+@pytest.mark.slurm
+def test_an_arrays_pending_tasks_as_squeue_lists_them_name_the_id_to_give(tmp_path: Path, slurm_cluster,
+                                                                          slurm_jobs) -> None:
+    """``12_[1-3]`` copied from squeue's JOBID column used to be 'not a job id'; it now names
+    the array's job id, and that id is the one predict (and explain) find in the queue."""
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    config = tmp_path / "slurmsched.toml"
+    config.write_text(f'[slurm]\nconf = "{slurm_cluster.conf}"\n[db]\nurl = "{url}"\n'
+                      f'[daemon]\nstate_dir = "{tmp_path}"\n')
+    assert _invoke("db", "upgrade", "--db", url).exit_code == 0
+    array = slurm_jobs.submit("--hold", "--array=1-3", "-t", "5", name="array")
+    slurm_jobs.wait_state(array, {"PENDING"})
+    listed = slurm_cluster.run("squeue", "-h", "-j", str(array), "-o", "%i").stdout.strip()
+    assert listed == f"{array}_[1-3]"
+    refused = CliRunner().invoke(main, ["--config", str(config), "predict", listed], env={"SLURMSCHED_CONFIG": None})
+    assert refused.exit_code == 2
+    assert f"is an array's pending tasks, queued as one job: give the array's job id {array}" in refused.stderr
+    shown = CliRunner().invoke(main, ["--config", str(config), "predict", str(array)], env={"SLURMSCHED_CONFIG": None})
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith(f"job {array} (") and f"{slurm_jobs.prefix}array, PENDING" in shown.stdout
+
+
 def test_predict_takes_its_options_before_the_job_id_too(tmp_path: Path) -> None:
     """``predict --json 7`` is ``predict show --json 7`` (it was 'No such option')."""
     no_slurm = {"SLURMSCHED_SLURM_BIN_DIR": str(tmp_path)}  # no Slurm there: the job is looked up, and fails so

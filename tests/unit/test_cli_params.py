@@ -16,6 +16,8 @@ def test_job_id_reads_whole_numbers(text, job_id):
 @pytest.mark.parametrize(("text", "message"), [
     ("9_1", r"'9_1' is an array task: give its own job id"),  # int() would read it as job 91
     ("1_000", r"'1_000' is an array task"),
+    ("7_[2-3]", r"'7_\[2-3\]' is an array's pending tasks, queued as one job: give the array's job id 7$"),
+    ("7_[1,4-9%2]", r"give the array's job id 7$"),  # squeue's form with a throttle
     ("12a", r"'12a' is not a job id"),
     ("0", r"'0' is not a job id"),
     ("-3", r"'-3' is not a job id"),

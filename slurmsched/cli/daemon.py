@@ -97,7 +97,7 @@ def _pause(config: Config, repo: JobRepository) -> tuple[str, bool]:
               allow_from_autoenv=False, show_envvar=True,
               help="Time between cycles (3600, 90s, 5m); default daemon.interval_s.")
 @click.option("--once", is_flag=True, envvar="SLURMSCHED_RUN_ONCE", show_envvar=True,
-              help="Run one cycle and exit (status 2 if it failed).")
+              help="Run one cycle and exit (status 2 if it failed); slurmsched -v run --once logs what it did.")
 @click.option("--dry-run/--no-dry-run", "dry_run", default=None, envvar="SLURMSCHED_DAEMON_DRY_RUN",
               allow_from_autoenv=False, show_envvar=True,
               help="Plan and record, send nothing to Slurm, leave the submit cache alone; default daemon.dry_run.")

@@ -246,7 +246,8 @@ def import_accounting(repo: SqlJobRepository, accounting: Accounting, *,
     only what is newer. The report's time includes the read.
 
     Raises:
-        StoreError: a window could not be written (earlier windows stay).
+        StoreError: a window could not be written; it was rolled back whole, the windows
+            before it stay, and the message says how many rows they held.
     """
     started = time.perf_counter()
     jobs = accounting.jobs
@@ -256,9 +257,13 @@ def import_accounting(repo: SqlJobRepository, accounting: Accounting, *,
     if progress is not None:
         progress.reset(total=len(jobs))
     for window_end, window in windows:
-        with repo.transaction():
-            written, added = _write_batch(repo, window)
-            _advance_cursor(repo, min(window_end, ceiling))
+        try:
+            with repo.transaction():
+                written, added = _write_batch(repo, window)
+                _advance_cursor(repo, min(window_end, ceiling))
+        except StoreError as exc:
+            raise StoreError(f"{exc} (window {batches + 1} of {len(window)} rows rolled back; {rows} rows in "
+                             f"{batches} earlier windows were imported: run it again to resume)") from exc
         rows += written
         new += added
         batches += 1

@@ -128,6 +128,20 @@ def test_accounting_backfilled_twice_reports_the_second_as_already_present(repo:
     assert repo.count_jobs() == 19
 
 
+def test_an_accounting_window_the_database_refuses_says_what_was_imported(repo: SqlJobRepository) -> None:
+    # The 5th job, with a job number beyond 64 bits, lands in the third window of 1800 s.
+    now = time.time()
+    jobs = [JobRecord(job_id=10**20 if i == 4 else i, user="u", submit_time=now - 9000, start_time=now - 8000,
+                      end_time=now - 7200 + 900 * i, state=JobState.COMPLETED, cluster="c") for i in range(8)]
+    accounting = read_accounting(_Accounting(jobs), now - 7200)  # type: ignore[arg-type]
+    with pytest.raises(StoreError) as err:
+        import_accounting(repo, accounting, window_s=1800)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "window 3 of 2 rows rolled back; 4 rows in 2 earlier windows were imported: run it again" in message
+    assert repo.count_jobs() == 4
+
+
 def test_a_batch_the_database_refuses_is_rolled_back_whole(repo: SqlJobRepository, tmp_path: Path) -> None:
     # The 250th job, with a job number beyond 64 bits (which the trace readers refuse as an
     # unreadable line, so it is made here), lands in the third batch of 100.

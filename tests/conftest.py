@@ -7,6 +7,11 @@ up.sh, so each developer can run a private one. A test that requests ``slurm_clu
 (directly or through ``slurm_jobs``) is marked ``slurm`` automatically, and a test marked
 ``slurm`` gets the cluster started even if it does not request it.
 
+``postgres_server`` is a PostgreSQL server private to the test session, for the tests that
+run on both databases (store, daemon): ``contrib/dev-db/postgres.sh`` (which installs
+Debian's ``postgresql`` if missing) runs initdb into a temporary directory and starts the
+server on a Unix socket only; it is stopped and removed when the session ends.
+
 Fixtures of one area (store, daemon, compose, ...) belong in that directory's conftest.py.
 """
 
@@ -14,18 +19,24 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from slurmsched.store.repository import SqlJobRepository
 
 REPO = Path(__file__).resolve().parents[1]
 UP_SH = REPO / "contrib" / "dev-cluster" / "up.sh"
+POSTGRES_SH = REPO / "contrib" / "dev-db" / "postgres.sh"
 _EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
@@ -154,6 +165,42 @@ def repository(tmp_path: Path):
     repo.upgrade()
     yield repo
     repo.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """URL of the ``slurmsched`` database on a private PostgreSQL server for this session."""
+    workdir = tempfile.mkdtemp(prefix="slurmsched-pg-")
+    proc = subprocess.run(["bash", str(POSTGRES_SH), "start", workdir, str(_free_port())],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "SLURMSCHED_PG_FAST": "1"})
+    if proc.returncode != 0:
+        shutil.rmtree(workdir, ignore_errors=True)
+        pytest.fail(f"cannot start PostgreSQL: {proc.stderr.strip()[-2000:]}", pytrace=False)
+    try:
+        yield proc.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run(["bash", str(POSTGRES_SH), "stop", workdir], capture_output=True, timeout=120)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """The session's PostgreSQL database, emptied for this test (its schema dropped and re-made)."""
+    engine = create_engine(postgres_server)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+    finally:
+        engine.dispose()
+    yield postgres_server
 
 
 @pytest.fixture(autouse=True)

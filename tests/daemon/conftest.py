@@ -11,7 +11,7 @@ import re
 import socket
 import time
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -33,6 +33,7 @@ class DaemonEnv:
     cluster: object
     jobs: object
     user: str
+    db: dict[str, object] = field(default_factory=dict)  # ``[db]`` keys (default: SQLite in the state dir)
 
     @property
     def config(self) -> Config:
@@ -45,6 +46,8 @@ class DaemonEnv:
                   "submit_cache_max_age_s": 60, **daemon}
         lines = ["[slurm]", f'conf = "{self.cluster.conf}"', "[daemon]"]
         lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
+        if self.db:
+            lines += ["[db]", *(f"{k} = {_toml(v)}" for k, v in self.db.items())]
         self.path.write_text("\n".join(lines) + "\n")
 
     def point_at_closed_slurm(self, *, controller: bool = True) -> None:
@@ -123,6 +126,18 @@ def daemon_env(tmp_path, slurm_cluster, slurm_jobs) -> DaemonEnv:
     env.write()
     open_repository(env.config, create=True).close()
     return env
+
+
+@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
+                        pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)])
+def any_db_env(request: pytest.FixtureRequest, daemon_env: DaemonEnv) -> DaemonEnv:
+    """``daemon_env`` on SQLite (a 1 s busy timeout) and on the session's PostgreSQL (emptied, then upgraded)."""
+    postgres = request.param == "postgresql"
+    daemon_env.db = {"url": request.getfixturevalue("postgres_url")} if postgres else {"busy_timeout_s": 1}
+    daemon_env.write()
+    if postgres:
+        open_repository(daemon_env.config, create=True).close()
+    return daemon_env
 
 
 @pytest.fixture

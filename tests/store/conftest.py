@@ -1,72 +1,28 @@
 """Fixtures of the store tests: every repository test runs on SQLite and on a real PostgreSQL.
 
-The PostgreSQL server is private to the test session: ``contrib/dev-db/postgres.sh``
-(which installs Debian's ``postgresql`` if missing) runs initdb into a temporary
-directory and starts the server on a Unix socket only; it is stopped and removed when
-the session ends. Each test gets an empty database (a new SQLite file, or the PostgreSQL
-database with its schema dropped and re-created).
+Each test gets an empty database: a new SQLite file, or the session's PostgreSQL
+database (``postgres_url``, tests/conftest.py) with its schema dropped and re-created.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import create_engine, text
 
 from slurmsched.cli import main
 from slurmsched.store.repository import SqlJobRepository
 
 REPO = Path(__file__).resolve().parents[2]
-POSTGRES_SH = REPO / "contrib" / "dev-db" / "postgres.sh"
 
 DIALECTS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """URL of the ``slurmsched`` database on a private PostgreSQL server for this session."""
-    workdir = tempfile.mkdtemp(prefix="slurmsched-pg-")
-    proc = subprocess.run(["bash", str(POSTGRES_SH), "start", workdir, str(_free_port())],
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "SLURMSCHED_PG_FAST": "1"})
-    if proc.returncode != 0:
-        shutil.rmtree(workdir, ignore_errors=True)
-        pytest.fail(f"cannot start PostgreSQL: {proc.stderr.strip()[-2000:]}", pytrace=False)
-    try:
-        yield proc.stdout.strip().splitlines()[-1]
-    finally:
-        subprocess.run(["bash", str(POSTGRES_SH), "stop", workdir], capture_output=True, timeout=120)
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-@pytest.fixture
-def postgres_url(postgres_server: str) -> Iterator[str]:
-    """The session's PostgreSQL database, emptied for this test (its schema dropped and re-made)."""
-    engine = create_engine(postgres_server)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text("DROP SCHEMA public CASCADE"))
-            conn.execute(text("CREATE SCHEMA public"))
-    finally:
-        engine.dispose()
-    yield postgres_server
 
 
 @pytest.fixture(params=DIALECTS)

@@ -9,11 +9,15 @@
    policy) -- the same scores ``policy.rank`` gives for the whole queue;
 3. the planner decides the SiteFactor and constraints of just those jobs and of jobs
    whose last plan is not in place yet, then caps the RPCs (best ranks first);
-4. one repository transaction: read the pause flag, open the cycle (recorded as live,
-   dry-run or paused), ingest finished jobs, move the cursor, observe states,
-   ``gateway.apply`` (unless dry-run or paused), record new predictions, decisions and
-   applied changes, close the cycle;
-5. after the commit, fold the finished jobs into the predictor's statistics.
+4. when there are actions to send (and not dry-run): one repository transaction reads
+   the pause flag and, unless paused, records the change each action makes (its
+   original kept for ``revert``); it commits before ``gateway.apply`` sends them, so a
+   database that fails later never leaves a change in Slurm without a record;
+5. one repository transaction: open the cycle (recorded as live, dry-run or paused),
+   ingest finished jobs, move the cursor, observe states, record new predictions,
+   decisions and Slurm's answers (forgetting the records of restored values), close
+   the cycle;
+6. after the commit, fold the finished jobs into the predictor's statistics.
 
 Every dependency is injected; nothing here knows whether Slurm is real or simulated.
 An unchanged queue costs no prediction, no record and no RPC.
@@ -164,9 +168,9 @@ class Engine:
         self._pinned: set[int] = set()
         self._intents: dict[_Key, str] = {}
         self._paused = False  # the last cycle found slurmsched paused
-        #: True from the moment a cycle starts sending updates to Slurm until their record
-        #: is committed: a caller that would cut the cycle short (a signal) waits for it to
-        #: clear, or Slurm would hold changes that ``revert`` has no record of.
+        #: True from the moment a cycle records the updates it will send to Slurm until
+        #: Slurm's answers are committed: a caller that would cut the cycle short (a
+        #: signal) waits for it to clear, so that the cycle's outcomes reach ``explain``.
         self.sending = False
 
     # -- public ---------------------------------------------------------------------
@@ -179,8 +183,10 @@ class Engine:
                 cannot be read (slurmdbd down) is logged and skipped: the cycle plans the
                 queue without newly finished jobs, and the next one reads them from the
                 same cursor.
-            StoreError: the repository failed; the cycle's transaction is rolled back
-                and the next cycle re-plans every job.
+            StoreError: the repository failed; the transaction in progress is rolled
+                back and the next cycle re-plans every job. Before sending, nothing is
+                sent; after it, the changes sent stay recorded (committed before
+                sending), their outcomes and the cycle's other records are not.
         """
         timings: dict[str, float] = {}
         timer = self.timer
@@ -222,9 +228,20 @@ class Engine:
         plan = self._plan(changes, snapshot, now)
         stale = self._stale_records(snapshot, changes.departed, full)
         lap("plan")
+        paused: bool | None = None
+        outcomes: list[ActionOutcome] = []
         try:
+            if plan.actions and not self.dry_run:
+                self.sending = True
+                with self.repository.transaction():  # committed before anything is sent
+                    paused = self.repository.is_paused()
+                    if not paused:
+                        self._record_before_sending(plan.actions)
+                if not paused:
+                    outcomes = self.gateway.apply(plan.actions)
+            lap("apply")
             with self.repository.transaction():
-                paused = self.repository.is_paused()
+                paused = self.repository.is_paused() if paused is None else paused
                 cycle_id = self.repository.start_cycle(now, self._kind(paused))
                 if finished:
                     self.repository.ingest_finished(finished)
@@ -232,11 +249,6 @@ class Engine:
                 self.repository.set_cursor(CURSOR, cursor)
                 self.repository.observe(snapshot)
                 lap("store")
-                outcomes: list[ActionOutcome] = []
-                if plan.actions and not (self.dry_run or paused):
-                    self.sending = True
-                    outcomes = self.gateway.apply(plan.actions)
-                lap("apply")
                 decisions, mirror = self._record(cycle_id, changes, plan, outcomes, stale, now)
                 self.repository.finish_cycle(  # a dry-run cycle counts what it would have sent
                     cycle_id, pending=pending, running=running,
@@ -431,11 +443,7 @@ class Engine:
         if outcomes:
             for outcome in outcomes:
                 decisions.append(self._decision(outcome.action, "ok" if outcome.ok else f"failed: {outcome.message}"))
-                # A failed update may still have been made (scontrol timed out, or slurmctld
-                # answered oddly after applying it): it is recorded all the same, so that
-                # ``revert`` restores it; a SiteFactor the job does not hold is settled by
-                # the next cycle's reading.
-                mirror.append(self._remember(outcome.action))
+                mirror.append(self._settle(outcome))
         elif plan.actions:
             status = "dry-run" if self.dry_run else "skipped: paused"
             for action in plan.actions:
@@ -458,22 +466,40 @@ class Engine:
             repo.record_decisions(cycle_id, decisions)
         return decisions, mirror
 
-    def _remember(self, action: Action) -> tuple[_Key, AppliedChange | None]:
-        """Record an applied change with its original (the job's record's; for a task split
-        off a job array without one, its array's; else the value replaced), or forget the
-        record when the change restored the original value."""
-        kind, previous, new = describe(action)
-        key = (action.job_id, kind)
-        tracked = self._tracker.jobs.get(action.job_id)
-        record = self._applied.get(key) if tracked is None else record_of(self._applied, tracked.job, kind)
-        original = record.original if record is not None else previous
+    def _record_before_sending(self, actions: Sequence[Action]) -> None:
+        """Record the change each action makes, in the transaction that commits before
+        ``gateway.apply`` sends them: whatever happens to the database afterwards, a value
+        Slurm holds has its original on record for ``revert``. An action that restores
+        the original keeps the record until Slurm confirms it (:meth:`_settle`). A failed
+        update stays recorded too: it may have been made (scontrol timed out, or slurmctld
+        answered oddly after applying it); a value the job does not hold is settled by a
+        later cycle's reading, or dropped by ``revert`` as never made.
+        """
+        for action in actions:
+            kind, previous, new = describe(action)
+            if self._original((action.job_id, kind), previous) != new:
+                self.repository.record_applied(action.job_id, kind, previous, new)
+
+    def _settle(self, outcome: ActionOutcome) -> tuple[_Key, AppliedChange | None]:
+        """Once Slurm answered: forget the record of an update that restored the original
+        and succeeded. Returns the in-memory copy's entry for the action's change."""
+        kind, previous, new = describe(outcome.action)
+        key = (outcome.action.job_id, kind)
         self._intents.pop(key, None)
-        if new == (original or ""):
-            if record is not None:
-                self.repository.forget_applied(*key)
+        record = self._applied.get(key)
+        original = self._original(key, previous)
+        if original != new:  # recorded before sending
+            return key, AppliedChange(key[0], kind, record.original if record is not None else previous, new)
+        if record is not None and outcome.ok:
+            self.repository.forget_applied(*key)
             return key, None
-        self.repository.record_applied(action.job_id, kind, original, new)  # an array's original, for a task
-        return key, AppliedChange(action.job_id, kind, original, new)
+        return key, record
+
+    def _original(self, key: _Key, previous: str) -> str:
+        """The text of the value slurmsched found on the job: its record's original, else
+        ``previous`` (the value the action replaces)."""
+        record = self._applied.get(key)
+        return (record.original if record is not None else previous) or ""
 
     def _decision(self, action: Action, outcome: str) -> Decision:
         kind, previous, new = describe(action)

@@ -297,6 +297,25 @@ def test_a_failed_update_is_recorded_so_revert_restores_it_if_made() -> None:
     assert set(site_factors(world).values()) == {0}
 
 
+def test_a_restoring_update_slurm_refused_keeps_its_record_so_revert_restores_it() -> None:
+    """A record is forgotten once Slurm confirms the original is back, not before: an update
+    that failed leaves slurmsched's value in force, which revert must still know."""
+    world = World()
+    job = world.submit(1, limit_h=1)
+    world.cycle(0.1)
+    value = site_factors(world)[job.job_id]
+    assert value > 0
+    apply = world.slurm.apply
+    world.slurm.apply = lambda actions: [ActionOutcome(a, False, "Unexpected message received") for a in actions]
+    fifo = Engine(world.slurm, world.repository, world.predictor, make_policy("fifo"), world.planner)
+    report = fifo.run_cycle(START + 0.2 * HOUR)
+    assert [(a.value, o.ok) for a, o in zip(report.plan.actions, report.outcomes)] == [(0, False)]
+    assert [(c.job_id, c.current) for c in world.repository.applied_changes()] == [(job.job_id, str(value))]
+    world.slurm.apply = apply
+    assert [a.value for a in fifo.run_cycle(START + 0.3 * HOUR).plan.actions] == [0]  # tried again
+    assert site_factors(world) == {job.job_id: 0} and world.repository.applied_changes() == []
+
+
 def test_the_cycle_after_a_pause_rereads_what_revert_restored() -> None:
     """A switch request is set once (the queue may not show it): after revert and resume
     the engine must know the record is gone, or it never sets the request again."""

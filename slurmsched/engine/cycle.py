@@ -476,30 +476,37 @@ class Engine:
         later cycle's reading, or dropped by ``revert`` as never made.
         """
         for action in actions:
-            kind, previous, new = describe(action)
-            if self._original((action.job_id, kind), previous) != new:
-                self.repository.record_applied(action.job_id, kind, previous, new)
+            (job_id, kind), original, new = self._change(action)
+            if (original or "") != new:
+                self.repository.record_applied(job_id, kind, original, new)
 
     def _settle(self, outcome: ActionOutcome) -> tuple[_Key, AppliedChange | None]:
-        """Once Slurm answered: forget the record of an update that restored the original
-        and succeeded. Returns the in-memory copy's entry for the action's change."""
-        kind, previous, new = describe(outcome.action)
-        key = (outcome.action.job_id, kind)
+        """Once Slurm answered: record the change again, or forget the record of an update
+        that restored the original and succeeded. Returns the in-memory copy's entry for
+        the action's change.
+
+        A change recorded before sending is recorded again, with the original slurmsched
+        knows: ``slurmsched revert``, run while the update was on its way, may have dropped
+        the record (the job did not hold the value yet) or restored the original.
+        """
+        key, original, new = self._change(outcome.action)
         self._intents.pop(key, None)
+        if (original or "") != new:
+            self.repository.record_applied(*key, original, new)
+            return key, AppliedChange(*key, original, new)
         record = self._applied.get(key)
-        original = self._original(key, previous)
-        if original != new:  # recorded before sending
-            return key, AppliedChange(key[0], kind, record.original if record is not None else previous, new)
         if record is not None and outcome.ok:
             self.repository.forget_applied(*key)
             return key, None
         return key, record
 
-    def _original(self, key: _Key, previous: str) -> str:
-        """The text of the value slurmsched found on the job: its record's original, else
-        ``previous`` (the value the action replaces)."""
+    def _change(self, action: Action) -> tuple[_Key, str | None, str]:
+        """The action's ``(job_id, kind)``, the value slurmsched found on the job (its record's
+        original, else the value the action replaces) and the value it sets, as text."""
+        kind, previous, new = describe(action)
+        key = (action.job_id, kind)
         record = self._applied.get(key)
-        return (record.original if record is not None else previous) or ""
+        return key, record.original if record is not None else previous, new
 
     def _decision(self, action: Action, outcome: str) -> Decision:
         kind, previous, new = describe(action)

@@ -244,3 +244,30 @@ def test_revert_warns_of_a_submit_cache_it_cannot_remove(daemon_env, tmp_path):
     assert result.stderr == (f"warning: submit cache {cache} NOT removed (Is a directory): the daemon removes it "
                              "at its next cycle\n")
     assert result.stdout.startswith("reverted 0 changes on 0 jobs")
+
+
+def test_a_revert_run_while_a_cycle_sends_its_updates_leaves_them_recorded(daemon_env, busy):
+    """A cycle records each change before sending it: a revert run in between finds the job
+    still at its original value and drops that record as never made. The cycle records the
+    change again once Slurm answered, so the update that landed after the revert is known."""
+    daemon_env.seed_history("short", [60, 70, 50])
+    job = busy.submit("--gres=gpu:1", "-t", "120", name="short")
+    busy.wait_state(job, {"PENDING"})
+    daemon = daemon_env.daemon()
+    apply = daemon.engine.gateway.apply
+    reverts = []
+
+    def revert_first(actions):
+        reverts.append(daemon_env.cli("revert"))
+        return apply(actions)
+
+    daemon.engine.gateway.apply = revert_first
+    daemon.cycle(time.time())
+    assert reverts[0].exit_code == 0 and "reverted 0 changes" in reverts[0].output, reverts[0].output
+    value = daemon_env.site_factors([job])[job]
+    assert value > 0
+    with daemon_env.repo() as repo:
+        assert [(c.job_id, c.original, c.current) for c in repo.applied_changes()] == [(job, "0", str(value))]
+    result = daemon_env.cli("revert")
+    assert "reverted 1 change on 1 job" in result.output, result.output
+    assert daemon_env.site_factors([job])[job] == 0

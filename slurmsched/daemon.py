@@ -198,7 +198,7 @@ class Daemon:
 
         def handler(signum: int, _frame: FrameType | None) -> None:
             if cast(SystemClock, self.clock).stop.is_set():
-                if self.engine.sending:  # stopping now would leave Slurm changes without a record
+                if self.engine.sending:  # stopping now would lose the record of Slurm's answers
                     log.warning("%s again: stopping once the updates being sent are recorded",
                                 signal.Signals(signum).name)
                     self._stop_now = True

@@ -69,8 +69,8 @@ def test_sigterm_stops_a_running_daemon_process_promptly(daemon_env):
 
 
 def test_second_signal_while_updates_are_sent_stops_once_they_are_recorded(daemon_env, busy):
-    """Stopping between sending an update and recording it would leave a change in Slurm
-    that revert knows nothing of."""
+    """The change is on record before it is sent (for revert); stopping before Slurm's
+    answer is recorded would lose the outcome that explain shows."""
     daemon_env.seed_history("short", [60, 70, 50])
     job = busy.submit("--gres=gpu:1", "-t", "120", name="short")
     daemon = daemon_env.daemon()
@@ -86,3 +86,4 @@ def test_second_signal_while_updates_are_sent_stops_once_they_are_recorded(daemo
     assert daemon_env.site_factors([job])[job] > 0
     with daemon_env.repo() as repo:
         assert [c.job_id for c in repo.applied_changes()] == [job]
+        assert ("SetSiteFactor", "ok") in [(d.kind, d.outcome) for _, d in repo.decisions_for(job)]

@@ -502,10 +502,12 @@ class Engine:
 
     def _change(self, action: Action) -> tuple[_Key, str | None, str]:
         """The action's ``(job_id, kind)``, the value slurmsched found on the job (its record's
-        original, else the value the action replaces) and the value it sets, as text."""
+        original; for a task split off a job array without one, its array's
+        (:func:`record_of`); else the value the action replaces) and the value it sets, as text."""
         kind, previous, new = describe(action)
         key = (action.job_id, kind)
-        record = self._applied.get(key)
+        tracked = self._tracker.jobs.get(action.job_id)
+        record = self._applied.get(key) if tracked is None else record_of(self._applied, tracked.job, kind)
         return key, record.original if record is not None else previous, new
 
     def _decision(self, action: Action, outcome: str) -> Decision:

@@ -101,5 +101,5 @@ def test_updates_sent_before_the_database_failed_stay_recorded_for_revert(any_db
     daemon.engine.gateway.apply = apply
     assert daemon.cycle(time.time()).plan.actions == ()   # the database is back: the next cycle runs
     result = env.cli("revert")
-    assert result.exit_code == 0 and "reverted 1 change on 1 pending job" in result.output, result.output
+    assert result.exit_code == 0 and "reverted 1 change on 1 job" in result.output, result.output
     assert env.site_factors([job])[job] == 0

@@ -410,8 +410,11 @@ class Engine:
         if not keys:
             return []
         queued = {job.job_id for job in snapshot.jobs}
-        queued.update(job.array_job_id for job in snapshot.jobs if job.array_job_id is not None)
-        return [key for key in keys if key[0] not in queued]
+        gone = [key for key in keys if key[0] not in queued]
+        if gone:  # an array's record speaks for its split-off tasks still queued
+            arrays = {job.array_job_id for job in snapshot.jobs if job.array_job_id is not None}
+            gone = [key for key in gone if key[0] not in arrays]
+        return gone
 
     def _queue(self, snapshot: ClusterSnapshot, first: bool) -> _QueueArgs:
         """What the tracker takes in: the gateway's delta when it is relative to the last

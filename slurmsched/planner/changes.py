@@ -61,9 +61,10 @@ def record_of(applied: Mapping[tuple[int, str], AppliedChange], job: JobRecord,
     for a task split off a job array (:func:`inherits`), its array's, original included,
     as the task's (``job_id`` the task's); ``None`` when neither has one."""
     own = applied.get((job.job_id, kind))
-    if own is not None or not inherits(job):
-        return own
-    array = applied.get((job.array_job_id or 0, kind))
+    array_id = job.array_job_id
+    if own is not None or array_id is None or array_id == job.job_id:  # not inherits(job), without a call:
+        return own                                                        # every queued job comes here each cycle
+    array = applied.get((array_id, kind))
     return None if array is None else replace(array, job_id=job.job_id)
 
 

@@ -93,6 +93,7 @@ class Daemon:
         self._last_fit: float | None = None
         self._fitted_jobs: int | None = None
         self._history_jobs = 0
+        self._unsaved: tuple[str, str, bytes, dict[str, object]] | None = None  # a model whose save failed
         self.submit_cache = submit_cache or CacheFile(self.settings.submit_cache_path)
         self._cache_written: float | None = None
         # (user, job name) -> its latest finished job, in end-time order
@@ -154,10 +155,13 @@ class Daemon:
         return LoopResult(cycles, failed, False)
 
     def cycle(self, now: float) -> CycleReport:
-        """One cycle at ``now``: :meth:`Engine.run_cycle`, a refit if due, then the submit cache."""
+        """One cycle at ``now``: :meth:`Engine.run_cycle`, the save of a model a failed save
+        left, a refit if due, then the submit cache."""
         report = self.engine.run_cycle(now)
         if self._stop_now:
             raise StopNow()
+        if self._unsaved is not None:
+            self._save_model()
         self._history_jobs += report.finished
         if getattr(self.engine.predictor, "learns", True) and self.schedule.due(
                 self._history_jobs, self._fitted_jobs, now, self._last_fit):
@@ -273,8 +277,8 @@ class Daemon:
         """Refit the predictor on its history (``daemon.fit_history_jobs``) and save it through the repository."""
         through = self.repository.get_cursor(CURSOR)
         self.engine.refit(now)
-        self._fitted(self.engine.predictor, now, through)
         self._cache_written = None  # predictions changed: rewrite the submit cache now
+        self._fitted(self.engine.predictor, now, through)
 
     def _fitted(self, predictor: Predictor, now: float, through: float | None) -> None:
         """Note a fit of ``predictor`` at ``now`` and save the model when it can be saved."""
@@ -283,9 +287,19 @@ class Daemon:
         dump = getattr(predictor, "to_bytes", None)
         if dump is None or not self.settings.save_model:
             return
-        self.repository.save_model(predictor.name, predictor.version, dump(),
-                                   {"fitted_at": now, "fitted_through": through, "jobs": self._fitted_jobs})
-        log.info("saved model %s %s (fitted on %d jobs)", predictor.name, predictor.version, self._fitted_jobs)
+        self._unsaved = (predictor.name, predictor.version, dump(),
+                         {"fitted_at": now, "fitted_through": through, "jobs": self._fitted_jobs})
+        self._save_model()
+
+    def _save_model(self) -> None:
+        """Save the model as it was right after its fit (``_unsaved``). A save that fails
+        (:class:`StoreError`, raised) leaves it to the next cycle, which saves it before
+        anything else of the predictor's; the refit schedule does not wait for it."""
+        assert self._unsaved is not None
+        name, version, blob, meta = self._unsaved
+        self.repository.save_model(name, version, blob, meta)
+        self._unsaved = None
+        log.info("saved model %s %s (fitted on %s jobs)", name, version, meta["jobs"])
 
     # -- the job_submit.lua cache ---------------------------------------------------------
 

@@ -103,3 +103,36 @@ def test_updates_sent_before_the_database_failed_stay_recorded_for_revert(any_db
     result = env.cli("revert")
     assert result.exit_code == 0 and "reverted 1 change on 1 job" in result.output, result.output
     assert env.site_factors([job])[job] == 0
+
+
+def test_a_model_whose_save_failed_is_saved_by_the_next_cycle(any_db_env):
+    """A refit counts as done when it is fitted, so a save that failed would otherwise wait
+    for the next refit (hours): the next cycle saves the model as it was fitted."""
+    env = any_db_env
+    env.write(predictor="slurmsched")
+    for k in range(8):
+        env.seed_history(f"proj{k}", [30.0 * (k + 1) + i for i in range(30)])
+    daemon = env.daemon()
+    with env.repo() as repo:
+        started = repo.load_model("slurmsched")[2]["fitted_at"]
+    later = time.time() + 60
+    outage = Outage(env.config)
+    save = daemon.repository.save_model
+
+    def fail_then_save(*args):
+        outage.start()  # once the model is fitted: the database goes away as it is saved
+        return save(*args)
+
+    daemon.repository.save_model = fail_then_save
+    try:
+        with pytest.raises(StoreError):
+            daemon.refit(later)
+    finally:
+        outage.end()
+        daemon.repository.save_model = save
+    with env.repo() as repo:
+        assert repo.load_model("slurmsched")[2]["fitted_at"] == started
+    daemon.cycle(later + 1)
+    with env.repo() as repo:
+        version, _, meta = repo.load_model("slurmsched")
+    assert (version, meta["fitted_at"], meta["jobs"]) == (daemon.engine.predictor.version, later, 240)

@@ -6,7 +6,8 @@ The slurmsched daemon writes a small cache file (see docs/admin-guide.md) that m
 becomes '`'), plus the table that turns predicted GPU-seconds into a SiteFactor. This
 script looks the new job up, computes the same SiteFactor the daemon would set in its
 next cycle (the estimate capped at the job's time limit: its -t, else its partition's
-DefaultTime or MaxTime, as Slurm will set it), and stamps AdminComment. Jobs in the
+DefaultTime or MaxTime, as Slurm will set it; -t UNLIMITED or 0 caps nothing), and stamps
+AdminComment. Jobs in the
 partitions and QOS the daemon protects (listed in the cache) are left alone, as the
 daemon leaves them; so is a job that names no QOS while some QOS is protected (its
 default QOS is its association's, not visible here), and one that names no partition
@@ -26,6 +27,7 @@ slurm.SUCCESS. Runs inside slurmctld on every submission: keep it tiny.
 local CACHE_NAME = "slurmsched-submit.cache"
 local MAGIC = "slurmsched-submit-cache 1"
 local NO_VAL = 4294967294
+local INFINITE = 4294967295
 
 local function script_dir()
 	local src = debug.getinfo(1, "S").source or ""
@@ -147,8 +149,14 @@ local function site_factor(job_desc, part_list)
 	local name = (job_desc.name or ""):gsub('"', "`")
 	local est = c.jobs[(job_desc.user_name or "") .. "\t" .. name]
 	if not est then return nil end
-	-- capped at the time limit, as the daemon caps it (squeue shows the partition's default)
-	local limit = set(job_desc.time_limit) and job_desc.time_limit or partition_limit(job_desc, part_list, default_part)
+	-- capped at the time limit, as the daemon caps it (squeue shows the partition's default);
+	-- -t UNLIMITED or -t 0 is no limit, whatever the partition's, and caps nothing
+	local limit = job_desc.time_limit
+	if limit == INFINITE or limit == 0 then
+		limit = nil
+	elseif not set(limit) then
+		limit = partition_limit(job_desc, part_list, default_part)
+	end
 	if limit then
 		est = math.min(est, limit * 60)
 	end

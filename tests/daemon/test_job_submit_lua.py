@@ -160,6 +160,21 @@ def test_a_job_without_a_time_limit_is_capped_at_its_partitions_limit(slurm_clus
         assert f"TimeLimit={limit} " in shown  # the limit the daemon will see, and cap at
 
 
+def test_an_unlimited_time_limit_caps_nothing(slurm_cluster, daemon_env, lua_cache, busy):
+    """``-t UNLIMITED`` (and ``-t 0``) is no limit: the job keeps it, even in ``short``
+    (MaxTime 4 h, where it waits for the partition), and the daemon caps its estimate at
+    nothing; neither does the script (it used to cap such a job at short's 4 h, as if it
+    had named no limit, and give it a shorter job's value until the daemon's next cycle)."""
+    estimate = 50000  # over short's 4 h
+    cache = SubmitCache(new_stamp(), 600, 0.25, LEVELS, (SubmitEstimate(daemon_env.user, f"{busy.prefix}job", estimate),))
+    write_submit_cache(lua_cache, cache)
+    jobs = [busy.submit("-p", "short", "-t", limit, "--gres=gpu:1", name="job") for limit in ("UNLIMITED", "0")]
+    uncapped = submit_site_factor(cache, estimate, time_limit_s=None, gpus=1, cpus=1)
+    assert uncapped != submit_site_factor(cache, estimate, time_limit_s=4 * 3600, gpus=1, cpus=1)
+    assert daemon_env.time_limits(jobs) == dict.fromkeys(jobs, "UNLIMITED")
+    assert daemon_env.site_factors(jobs) == dict.fromkeys(jobs, uncapped)
+
+
 def test_a_cache_rewritten_within_the_same_second_is_read_again(slurm_cluster, daemon_env, lua_cache, busy):
     """The script keeps its parse while the cache's stamp and size are unchanged: a cache
     the daemon rewrites within one second (the same stamp) with other estimates is read again."""

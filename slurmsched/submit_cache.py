@@ -6,7 +6,7 @@ an ``scontrol update`` at all. Format (text, one record a line, version 1)::
 
     slurmsched-submit-cache 1
     written <POSIX seconds, integer>
-    max_age <seconds: the Lua script ignores the file when it is older>
+    max_age <seconds: the Lua script ignores the file when it is older, or stamped this far ahead>
     cpu_weight <GPU-equivalents per CPU for jobs without GPUs>
     level <max predicted GPU-seconds> <SiteFactor>      (ascending bounds)
     protect partition <name>    protect qos <name>      ([planner] protected_*)
@@ -61,7 +61,8 @@ class SubmitCache:
 
     Attributes:
         written_at: POSIX seconds when the daemon wrote it.
-        max_age_s: after this many seconds the Lua script ignores the file (fail-open).
+        max_age_s: after this many seconds the Lua script ignores the file (fail-open);
+            it ignores one stamped this far ahead too (:meth:`fresh`).
         cpu_weight: GPU-equivalents per CPU for jobs that request no GPU.
         levels: ``(max service GPU-seconds, SiteFactor)`` pairs, bounds ascending.
         estimates: one predicted run time per (user, job name).
@@ -75,6 +76,12 @@ class SubmitCache:
     estimates: tuple[SubmitEstimate, ...]
     protected_partitions: tuple[str, ...] = ()
     protected_qos: tuple[str, ...] = ()
+
+    def fresh(self, now: float) -> bool:
+        """Whether ``job_submit.lua`` reads the cache at ``now``: written at most
+        ``max_age_s`` before, nor stamped more than that ahead (by a clock since stepped
+        back, or a writer whose clock runs ahead: such a cache would never go stale)."""
+        return abs(now - self.written_at) <= self.max_age_s
 
 
 def protected(cache: SubmitCache, partition: str, qos: str, default_partition: str) -> bool:

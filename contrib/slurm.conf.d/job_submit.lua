@@ -19,9 +19,9 @@ daemon values them once sprio lists them.
 Cache location: "slurmsched-submit.cache" in this script's own directory (normally
 beside slurm.conf); make it a symlink to the daemon's file (daemon.submit_cache).
 
-Fail-open: a missing, stale (older than its own max_age), unreadable or malformed
-cache, an unknown job, or any error here leaves the job untouched and returns
-slurm.SUCCESS. Runs inside slurmctld on every submission: keep it tiny.
+Fail-open: a missing, stale (older than its own max_age, or stamped over max_age ahead),
+unreadable or malformed cache, an unknown job, or any error here leaves the job untouched
+and returns slurm.SUCCESS. Runs inside slurmctld on every submission: keep it tiny.
 --]]
 
 local CACHE_NAME = "slurmsched-submit.cache"
@@ -52,7 +52,9 @@ local function load_cache()
 	f:seek("set")
 	local written = tonumber(((f:read("*l") == MAGIC) and f:read("*l") or ""):match("^written (%d+)$"))
 	local max_age = tonumber((f:read("*l") or ""):match("^max_age (%d+)$"))
-	if not written or not max_age or os.time() - written > max_age then
+	-- stale: written over max_age ago, or stamped over max_age ahead (by a clock since
+	-- stepped back, or a writer whose clock runs ahead: it would never go stale)
+	if not written or not max_age or math.abs(os.time() - written) > max_age then
 		f:close()
 		return nil
 	end

@@ -206,7 +206,7 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
             "submit_cache": {"path": str(path), "error": cache_error,
                              "estimates": None if cache is None else len(cache.estimates),
                              "written_at": None if cache is None else cache.written_at,
-                             "in_use": cache is not None and now - cache.written_at <= cache.max_age_s},
+                             "in_use": cache is not None and cache.fresh(now)},
         }))
         return
     click.echo(f"database: {url}")
@@ -242,7 +242,7 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
         click.echo(f"submit cache {path}: absent (job_submit.lua leaves new jobs alone)")
     else:
         age = now - cache.written_at
-        state = "STALE: ignored by job_submit.lua" if age > cache.max_age_s else "in use"
+        state = "in use" if cache.fresh(now) else "STALE: ignored by job_submit.lua"
         click.echo(f"submit cache {path}: {plural(len(cache.estimates), 'estimate')}, written {age:.0f} s ago "
                    f"({state})")
 

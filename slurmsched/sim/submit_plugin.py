@@ -71,7 +71,7 @@ class SubmitPlugin:
         to a slurmctld whose default partition is ``default_partition``; ``None`` leaves it
         untouched (no cache, a stale one, a protected job, or a job it does not list)."""
         cache = self._cache
-        if (cache is None or now - cache.written_at > cache.max_age_s
+        if (cache is None or not cache.fresh(now)
                 or protected(cache, job.partition, job.qos, default_partition)):
             return None
         estimate: float | None

@@ -18,6 +18,7 @@ from slurmsched.cli import main
 from slurmsched.model import Decision, Prediction
 from slurmsched.store.protocol import CycleKind
 from slurmsched.store.repository import SqlJobRepository
+from slurmsched.submit_cache import CACHE_FILE_NAME, SubmitCache, write_submit_cache
 
 #: A row of status's cycle table: its cycle id and its mode (the last column).
 CYCLE_ROW = re.compile(r"^ +(\d+) \d{4}-.* (\S+)$", re.M)
@@ -81,6 +82,17 @@ def test_status_json_is_one_document_for_monitoring(tmp_path):
     assert doc["warning"].startswith("WARNING: no cycle for 3.00 h")
     assert (doc["changes_in_force"], doc["jobs_changed"], doc["prediction_error"], doc["model"]) == ({}, 0, None, None)
     assert doc["submit_cache"]["estimates"] is None and doc["submit_cache"]["in_use"] is False
+
+
+@pytest.mark.parametrize(("offset_s", "in_use"), [(-60, True), (60, True), (-3600, False), (3600, False)])
+def test_status_calls_a_cache_stamped_ahead_stale_as_job_submit_lua_does(tmp_path, offset_s, in_use):
+    """job_submit.lua ignores a cache written over its max_age ago or stamped over max_age
+    ahead (test_job_submit_lua.py); status says the same (it called a cache an hour ahead
+    'in use')."""
+    write_submit_cache(tmp_path / CACHE_FILE_NAME, SubmitCache(int(time.time()) + offset_s, 600, 0.25, ((10, 1),), ()))
+    assert json.loads(_status(tmp_path, [], "--json").stdout)["submit_cache"]["in_use"] is in_use
+    text = _status(tmp_path, []).stdout
+    assert ("(in use)" if in_use else "(STALE: ignored by job_submit.lua)") in text, text
 
 
 def _recorded_slurm(tmp_path: Path) -> Path:

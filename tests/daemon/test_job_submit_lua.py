@@ -70,11 +70,13 @@ def test_matching_jobs_get_their_site_factor_at_submit(slurm_cluster, daemon_env
     assert f"AdminComment=slurmsched:site_factor={factors[short]}" in shown
 
 
-@pytest.mark.parametrize("broken", ["missing", "stale", "garbage", "wrong-version"])
+@pytest.mark.parametrize("broken", ["missing", "stale", "future", "garbage", "wrong-version"])
 def test_a_missing_or_bad_cache_leaves_jobs_untouched(slurm_cluster, daemon_env, lua_cache, busy, broken):
+    """"future": stamped an hour ahead (the daemon's clock ran ahead, or slurmctld's was
+    stepped back), which would otherwise stay fresh for an hour after the daemon stopped."""
     user = daemon_env.user
     name = f"{busy.prefix}job"
-    written = int(time.time()) - (3600 if broken == "stale" else 0)
+    written = int(time.time()) + {"stale": -3600, "future": 3600}.get(broken, 0)
     write_submit_cache(lua_cache, SubmitCache(written, 600, 0.25, LEVELS,
                                                (SubmitEstimate(user, name, 60),)))
     if broken == "missing":

@@ -307,8 +307,9 @@ class Daemon:
         """Rewrite the submit cache when due, or remove it when slurmsched must not act.
 
         The cache is rewritten after a refit, whenever a third of its
-        ``submit_cache_max_age_s`` has passed, and when the file is gone (one ``stat`` a
-        cycle), so ``job_submit.lua`` never sees it stale or missing while the daemon
+        ``submit_cache_max_age_s`` has passed, when the clock was stepped back since (the
+        script ignores a cache stamped far ahead), and when the file is gone (one ``stat``
+        a cycle), so ``job_submit.lua`` never sees it stale or missing while the daemon
         runs. It is removed when ``active`` is false (paused) or the policy does not
         reorder. With ``submit_cache_entries = 0`` the file is left alone. Not called in
         dry-run (:meth:`cycle`): a dry-run daemon touches no shared state.
@@ -329,8 +330,8 @@ class Daemon:
                 log.info("removed submit cache %s: slurmsched is not changing priorities", target)
             self._cache_written = None
             return
-        if (self._cache_written is not None and now - self._cache_written < self.settings.submit_cache_max_age_s / 3
-                and target.exists()):
+        last = self._cache_written
+        if last is not None and 0 <= now - last < self.settings.submit_cache_max_age_s / 3 and target.exists():
             return
         scale = self.planner.scale(self.gateway.scheduler_config())
         weight = self.policy.args.cpu_gpu_weight if isinstance(self.policy, QssfPolicy) else 0.0

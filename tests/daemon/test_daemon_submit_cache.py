@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 
 import pytest
 
@@ -220,3 +221,16 @@ def test_the_daemon_logs_the_estimates_the_file_holds(tmp_path, caplog) -> None:
     assert len(read_submit_cache(path).estimates) == 1
     assert (f"wrote submit cache {path}: 1 (user, job name) estimate (2 left out: a tab or line break in the "
             "user or job name)") in caplog.messages
+
+
+def test_a_clock_stepped_back_gets_the_cache_rewritten_at_once(daemon_env) -> None:
+    """A cache the daemon stamped before its clock was stepped back an hour is stale to
+    job_submit.lua (stamped over max_age ahead): the next cycle rewrites it, as it does a
+    stale one (it used to wait until the clock caught up with the stamp)."""
+    daemon = daemon_env.daemon()
+    path = daemon_env.config.daemon.submit_cache_path
+    now = time.time()
+    daemon.refresh_submit_cache(now + 3600, active=True)  # written while the clock was an hour ahead
+    assert not read_submit_cache(path).fresh(now)
+    daemon.refresh_submit_cache(now, active=True)
+    assert read_submit_cache(path).written_at == int(now)

@@ -21,15 +21,13 @@ def _applied(ctx: MigrationContext, step: MigrationInfo, heads: Collection[Any],
         applied.append((step.down_revision_ids[0] if step.down_revision_ids else None, step.up_revision_id))
 
 
-sqlite = connection.dialect.name == "sqlite"
 context.configure(
     connection=connection,
     target_metadata=Base.metadata,
-    render_as_batch=sqlite,
-    # SQLite: one transaction, so the write lock is held from reading the revision to the
-    # last step, and an upgrade beside another finds its steps done instead of running
-    # one again (two interleaved a step each). PostgreSQL's take turns on an advisory lock.
-    transaction_per_migration=not sqlite,
+    render_as_batch=connection.dialect.name == "sqlite",
+    # Where slurmsched.store.migrate began a transaction (every SQLite migration, every
+    # downgrade) all steps run in it; otherwise (upgrades on PostgreSQL) each step commits.
+    transaction_per_migration=True,
     on_version_apply=_applied,
 )
 with context.begin_transaction():

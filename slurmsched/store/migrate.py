@@ -97,6 +97,8 @@ def upgrade(engine: Engine, revision: str = "head") -> list[tuple[str | None, st
     applied: list[tuple[str | None, str]] = []
     with engine.connect() as conn, _one_upgrade_at_a_time(conn):
         conn.execution_options(**{WRITE_LOCK: True})
+        if conn.dialect.name == "sqlite":
+            conn.begin()  # alembic, which takes SQLite's DDL for non-transactional, would commit each step
         config = _alembic_config(conn)
         config.attributes["applied"] = applied
         command.upgrade(config, revision)

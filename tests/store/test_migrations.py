@@ -231,3 +231,21 @@ def test_concurrent_upgrades_of_an_empty_database_take_turns(db_url: str) -> Non
     said = sorted(out.strip().split(": ", 1)[1] for out, _ in outputs)
     head = migrate.head_revision()
     assert said == [f"already at {head}"] * 7 + [f"upgraded from empty to {head}"]
+
+
+def test_an_upgrade_step_that_fails_leaves_sqlite_where_it_was(db_url: str) -> None:
+    """SQLite runs every step in one transaction, so 0002's column goes with 0003's failure; PostgreSQL
+    commits each step, and keeps 0002."""
+    repo = SqlJobRepository.from_url(db_url, create=True)
+    try:
+        migrate.upgrade(repo.engine, "0001")
+        with repo.engine.begin() as conn:
+            conn.execute(text("DROP INDEX ix_jobs_cluster_job"))  # what 0003 drops
+        with pytest.raises(StoreError, match="ix_jobs_cluster_job"):
+            repo.upgrade()
+        sqlite = db_url.startswith("sqlite")
+        assert repo.schema_revision() == ("0001" if sqlite else "0002")
+        with repo.engine.connect() as conn:
+            assert ("kind" in {c["name"] for c in inspect(conn).get_columns("cycles")}) is not sqlite
+    finally:
+        repo.close()

@@ -35,6 +35,9 @@ from slurmsched.errors import ConfigError, StoreError
 
 DEFAULT_CONFIG_PATH = Path("/etc/slurmsched/slurmsched.toml")
 ENV_PREFIX = "SLURMSCHED_"
+#: Twins of command options that fall under a section's prefix (``db downgrade --yes`` is
+#: ``SLURMSCHED_DB_DOWNGRADE_YES``), after ``SLURMSCHED_``: no config keys, left to the command.
+_COMMAND_TWINS = ("db_downgrade_",)
 
 _DURATION = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhdw]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -556,7 +559,8 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
 
     A key of a section's table (:meth:`PolicySection.tables`) goes into that table:
     ``SLURMSCHED_POLICY_QSSF_MAX_WAIT_H=48`` -> ``{"policy": {"qssf": {"max_wait_h": "48"}}}``.
-    Names outside every section's prefix and ``SLURMSCHED_CONFIG`` are left alone.
+    Names outside every section's prefix, ``SLURMSCHED_CONFIG`` and the twins of command
+    options under a section's prefix (``SLURMSCHED_DB_DOWNGRADE_YES``) are left alone.
 
     Raises:
         ConfigError: a variable under a section's prefix names none of its keys; the
@@ -568,6 +572,8 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
             continue
         rest = name[len(ENV_PREFIX):].lower()
+        if rest.startswith(_COMMAND_TWINS):
+            continue
         section = next((s for s in sections if rest.startswith(s + "_")), None)
         if section is None:
             continue

@@ -47,6 +47,11 @@ class SchemaOutOfDate(StoreError):
     """The database schema is older than this version; the message names the command to run."""
 
 
+class MigrationRefused(SlurmschedError):
+    """A schema migration (``db downgrade``) was refused before it changed anything; the
+    message says why (an unknown revision names the known ones)."""
+
+
 class TraceFormatError(SlurmschedError):
     """A trace file cannot be read at all (unknown format, unreadable file)."""
 

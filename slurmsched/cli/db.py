@@ -9,6 +9,7 @@ import click
 from slurmsched.cli import get_config
 
 if TYPE_CHECKING:
+    from slurmsched.store.migrate import DowngradePlan
     from slurmsched.store.repository import SqlJobRepository
 
 DB_OPTION = click.option("--db", "db_url", metavar="URL", default=None, envvar="SLURMSCHED_DB_URL",
@@ -80,6 +81,64 @@ def current(ctx: click.Context, db_url: str | None) -> None:
     else:
         click.echo(f"{revision or migrate.EMPTY} (this slurmsched needs {needed}: run 'slurmsched db upgrade')")
     ctx.exit(1)
+
+
+@db.command("downgrade")
+@click.argument("revision")
+@click.option("--yes", is_flag=True, envvar="SLURMSCHED_DB_DOWNGRADE_YES", allow_from_autoenv=False,
+              show_envvar=True, help="Downgrade, dropping what the list names with its data.")
+@click.option("--dry-run", is_flag=True, envvar="SLURMSCHED_DB_DOWNGRADE_DRY_RUN", allow_from_autoenv=False,
+              show_envvar=True, help="List the steps and what they drop; change nothing (even with --yes).")
+@DB_OPTION
+@click.pass_context
+def downgrade(ctx: click.Context, revision: str, yes: bool, dry_run: bool, db_url: str | None) -> None:
+    """Migrate the database back to REVISION (as 'db current' prints it: 0002, or empty) for an older slurmsched.
+
+    Lists the steps it undoes and what they drop: the data in dropped tables and columns
+    is lost. Changes nothing without --yes. Stop the daemon first, and run it with this
+    slurmsched, before installing the older one: only this one knows the steps.
+    """
+    from slurmsched.errors import MigrationRefused
+    from slurmsched.store.migrate import EMPTY
+
+    repo = open_unchecked(ctx, db_url, read_only=dry_run)
+    try:
+        plan = repo.plan_downgrade(revision)
+        click.echo(downgrade_text(repo.url, plan))
+        if dry_run:
+            click.echo("dry run: nothing changed")
+            return
+        if not yes:
+            raise MigrationRefused("nothing changed: run it again with --yes (SLURMSCHED_DB_DOWNGRADE_YES=1) "
+                                   "to downgrade")
+        repo.downgrade(plan)
+    finally:
+        repo.close()
+    click.echo(f"{repo.url}: downgraded from {plan.current} to {plan.target or EMPTY}")
+
+
+def downgrade_text(url: str, plan: "DowngradePlan") -> str:
+    """The lines ``db downgrade`` prints before it acts: the steps, what they drop (with the
+    rows whose data is lost) and what they create."""
+    from slurmsched.store.migrate import EMPTY
+    from slurmsched.text import plural
+
+    def name(kind: str, table: str, item: str) -> str:
+        return {"table": table, "column": f"{table}.{item}", "index": f"{item} on {table}"}[kind]
+
+    lines = [f"{url}: downgrade from {plan.current} to {plan.target or EMPTY} undoes "
+             f"{plural(len(plan.steps), 'step')}:"]
+    lines += [f"  {revision}: {doc}" for revision, doc in plan.steps]
+    for kind, table, item in plan.drops:
+        lost = (f"its {plural(plan.rows[table, item], 'row')} are lost" if kind == "table" else
+                f"its values in {plural(plan.rows[table, item], 'row')} are lost" if kind == "column" else
+                "no data is lost")
+        lines.append(f"drops {kind} {name(kind, table, item)}: {lost}")
+    lines += [f"creates {kind} {name(kind, table, item)}" for kind, table, item in plan.creates]
+    if any(kind != "index" for kind, _, _ in plan.drops):
+        lines.append("The data in dropped tables and columns is lost for good: a later 'db upgrade' does not "
+                     "bring it back.")
+    return "\n".join(lines)
 
 
 COMMANDS = [db]

@@ -169,6 +169,27 @@ class SqlJobRepository:
         with store_errors(self.engine.url):
             return migrate.upgrade(self.engine)
 
+    def plan_downgrade(self, target: str) -> migrate.DowngradePlan:
+        """What downgrading the database to ``target`` would do (:func:`migrate.plan_downgrade`); nothing changes.
+
+        Raises:
+            MigrationRefused: ``target`` is unknown or not older than the database's revision,
+                or the database is empty or newer than this slurmsched.
+            StoreError: the database failed.
+        """
+        with store_errors(self.engine.url):
+            return migrate.plan_downgrade(self.engine, target)
+
+    def downgrade(self, plan: migrate.DowngradePlan) -> None:
+        """Run a downgrade :meth:`plan_downgrade` made, in one transaction (:func:`migrate.downgrade`).
+
+        Raises:
+            MigrationRefused: another migration ran since the plan was made (nothing changed).
+            StoreError: the database failed; nothing changed.
+        """
+        with store_errors(self.engine.url):
+            migrate.downgrade(self.engine, plan)
+
     def check_schema(self) -> None:
         """Refuse a database whose schema is not the one this slurmsched needs.
 

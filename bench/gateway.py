@@ -10,12 +10,15 @@
    (``--begin=now+1hour``, so they never run), and times ``scontrol update`` of SiteFactor
    one job per call and batched through ``CliGateway.apply`` (one call per value), plus
    a whole ``snapshot()`` and ``squeue --json`` alone (seconds and the client's peak RSS).
-   Its jobs are cancelled at the end.
+   Its jobs are cancelled at the end, and a cluster this run started is stopped again
+   (``contrib/dev-cluster/down.sh``; with ``--purge`` when its state directory did not exist
+   before): one that was already up is left running, and so is every cluster with
+   ``--keep-cluster``.
 
 The last line printed is one JSON object: ``parse_10k_jobs_s`` (the slower shape),
 ``update_rpc_ms`` (one job per ``scontrol update``), and further figures.
 
-Usage: ``python3 bench/gateway.py [--jobs 10000] [--live-jobs 300] [--repeat 3]``
+Usage: ``python3 bench/gateway.py [--jobs 10000] [--live-jobs 300] [--repeat 3] [--keep-cluster]``
 (``--live-jobs`` must stay below slurmctld's ``MaxJobCount``, 10,000 by default, minus the
 finished jobs it still remembers.)
 """
@@ -43,6 +46,7 @@ from slurmsched.gateway.parse import parse_squeue  # noqa: E402
 from slurmsched.model import SetSiteFactor  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "slurm-json"
+DEV_CLUSTER = REPO / "contrib" / "dev-cluster"
 _EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
@@ -88,14 +92,34 @@ def time_parse(raw: bytes, repeat: int) -> tuple[float, float, float, int]:
     return min(walls), min(cpus), peak / 1e6, records
 
 
-def start_cluster() -> dict[str, str]:
-    """Run the project's up.sh and return the client environment it prints."""
-    proc = subprocess.run(["bash", str(REPO / "contrib" / "dev-cluster" / "up.sh")], capture_output=True,
+def cluster_state(env: dict[str, str]) -> str:
+    """``up``, ``down`` or ``absent``: the dev cluster instance ``env`` names (lib.sh's own checks)."""
+    check = ('source "$1"; pid_of "$STATE/run/slurmctld.pid" slurmctld >/dev/null && echo up && exit; '
+             '[[ -d $STATE ]] && echo down || echo absent')
+    return subprocess.run(["bash", "-c", check, "-", str(DEV_CLUSTER / "lib.sh")], env=env, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def start_cluster() -> tuple[dict[str, str], str]:
+    """Run the project's up.sh; the client environment it prints and the instance's state before."""
+    before = cluster_state(dict(os.environ))
+    proc = subprocess.run(["bash", str(DEV_CLUSTER / "up.sh")], capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, timeout=900, check=False)
     if proc.returncode != 0:
         sys.exit(f"bench/gateway.py: contrib/dev-cluster/up.sh failed:\n{proc.stderr[-2000:]}")
     exported = {m[1]: m[2] for line in proc.stdout.splitlines() if (m := _EXPORT.match(line.strip()))}
-    return {**os.environ, **exported}
+    return {**os.environ, **exported}, before
+
+
+def stop_cluster(env: dict[str, str], before: str) -> None:
+    """Stop the cluster if this run started it (``--purge`` if this run also made its state)."""
+    if before == "up":
+        return
+    purge = ["--purge"] if before == "absent" else []
+    print(f"stopping the dev cluster this run started (contrib/dev-cluster/down.sh {' '.join(purge)})".rstrip(),
+          flush=True)
+    subprocess.run(["bash", str(DEV_CLUSTER / "down.sh"), *purge], env=env, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, timeout=300)
 
 
 #: Runs argv[1:] from a small interpreter and prints "seconds peak_rss_kb stdout_bytes": a child
@@ -175,6 +199,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs in the synthetic document")
     parser.add_argument("--live-jobs", type=int, default=300, help="pending jobs submitted to the dev cluster")
     parser.add_argument("--repeat", type=int, default=3, help="parse repetitions (best is reported)")
+    parser.add_argument("--keep-cluster", action="store_true",
+                        help="leave the dev cluster running even if this run started it")
     args = parser.parse_args()
 
     figures: dict[str, float] = {}
@@ -189,13 +215,18 @@ def main() -> None:
         figures[f"doc_mb_{key}"] = round(len(raw) / 1e6, 2)
     figures["parse_10k_jobs_s"] = max(figures["parse_s_2205"], figures["parse_s_2511"]) * 10_000 / args.jobs
 
-    env = start_cluster()
-    live = live_figures(env, args.live_jobs)
-    print(f"live cluster: {live['live_jobs']} pending jobs submitted at {live['sbatch_ms']} ms each")
-    print(f"scontrol update SiteFactor, one job per call: {live['update_rpc_ms']} ms per job")
-    print(f"CliGateway.apply, one call per value:          {live['update_batched_ms_per_job']} ms per job")
-    print(f"snapshot() of {live['queue_jobs']} jobs: {live['snapshot_s']} s; squeue --json alone "
-          f"{live['squeue_json_s']} s, {live['squeue_json_mb']} MB, client peak RSS {live['squeue_json_rss_mb']} MB")
+    env, before = start_cluster()
+    try:
+        live = live_figures(env, args.live_jobs)
+        print(f"live cluster: {live['live_jobs']} pending jobs submitted at {live['sbatch_ms']} ms each")
+        print(f"scontrol update SiteFactor, one job per call: {live['update_rpc_ms']} ms per job")
+        print(f"CliGateway.apply, one call per value:          {live['update_batched_ms_per_job']} ms per job")
+        print(f"snapshot() of {live['queue_jobs']} jobs: {live['snapshot_s']} s; squeue --json alone "
+              f"{live['squeue_json_s']} s, {live['squeue_json_mb']} MB, client peak RSS "
+              f"{live['squeue_json_rss_mb']} MB", flush=True)
+    finally:
+        if not args.keep_cluster:
+            stop_cluster(env, before)
     figures.update(live)
     figures["load_avg_1m"] = round(os.getloadavg()[0], 2)
     print(f"load average (1 min) at the end: {figures['load_avg_1m']} on {os.cpu_count()} CPUs")

@@ -9,7 +9,9 @@ upsert transaction per batch) into an empty, freshly migrated database:
   runs it);
 * PostgreSQL: a private server started with the project's own
   ``contrib/dev-db/postgres.sh`` (Unix socket only, durable default settings), stopped
-  and removed afterwards.
+  and removed afterwards. The client needs the ``postgres`` extra (psycopg) in the venv:
+  ``contrib/setup.sh postgres`` (or ``test``, as ``contrib/test.sh`` makes it); the bench
+  says so before it starts when it is missing.
 
 Each rate is rows written divided by the whole import's wall time, reading and parsing
 the gzip'd trace included (the importer parses the next batch while the last one is
@@ -23,6 +25,7 @@ Usage: ``python bench/ingest.py [--batch-size 5000]``; the last output line is
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -102,6 +105,9 @@ def describe(label: str, rows: int, wall_s: float, cpu_s: float, note: str = "")
 def main(batch_size: int) -> None:
     """Import the HPC2N trace into SQLite and PostgreSQL and print rows per second."""
     trace = trace_path()
+    if importlib.util.find_spec("psycopg") is None:
+        raise click.ClickException("psycopg, the PostgreSQL driver, is not installed: run contrib/setup.sh postgres "
+                                   "(pip install -e '.[postgres]') and try again")
     click.echo(f"trace      {trace}; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     rows, parse_s, parse_cpu = parse_only(trace)
     click.echo(describe("parse only", rows, parse_s, parse_cpu))

@@ -3,7 +3,10 @@
 
 Self-contained: starts the dev cluster with ``contrib/dev-cluster/up.sh`` (its own state
 directory and ports unless ``SLURMSCHED_DEV_STATE``/``SLURMSCHED_DEV_PORT`` say
-otherwise), replays the same jobs twice on it and compares.
+otherwise), replays the same jobs twice on it and compares. A cluster this run started is
+stopped at the end (``contrib/dev-cluster/down.sh``, with ``--purge`` when its state
+directory did not exist before); one that was already up is left running, and so is
+every cluster with ``--keep-cluster``.
 
 The replay:
 
@@ -39,6 +42,7 @@ line: ``{"jobs", "baseline_avg_jct_s", "slurmsched_avg_jct_s", "avg_jct_ratio",
 "baseline_max_wait_s", "slurmsched_max_wait_s"}`` (seconds as measured, compressed).
 
 Usage: bench/live_replay.py [--trace PATH] [--format helios] [--jobs 200] [--speedup 100] [--max-run 20]
+       [--keep-cluster]
        bench/live_replay.py --generated [--history 300] [--seed 1] [--jobs N] ...
 """
 
@@ -80,6 +84,7 @@ from slurmsched.workload import WorkloadSpec, generate_workload, sbatch_argv  # 
 LOCAL_GPUS = 24          # contrib/cluster/cluster.toml: 2 x 8 a100 + 2 x 4 v100
 MAX_JOB_GPUS = 16
 TRACES = Path(os.environ.get("SLURMSCHED_TRACES", REPO.parent / "shared" / "traces"))
+DEV_CLUSTER = REPO / "contrib" / "dev-cluster"
 _EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
@@ -113,6 +118,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--interval", type=float, default=2.0, help="daemon cycle interval, seconds")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="keep the daemon's config, database and log here (default: a temporary directory)")
+    parser.add_argument("--keep-cluster", action="store_true",
+                        help="leave the dev cluster running even if this run started it")
     args = parser.parse_args(argv)
     for key in ("jobs", "speedup", "max_run", "load", "gpu_scale", "interval"):
         if getattr(args, key) <= 0:
@@ -200,17 +207,37 @@ def build_workload(args: argparse.Namespace, user: str, now: float) -> tuple[lis
 
 # --- the cluster ---------------------------------------------------------------------------
 
-def start_cluster() -> dict[str, str]:
-    """Run up.sh (own instance by default) and return the client environment."""
+def cluster_state(env: dict[str, str]) -> str:
+    """``up``, ``down`` or ``absent``: the dev cluster instance ``env`` names (lib.sh's own checks)."""
+    check = ('source "$1"; pid_of "$STATE/run/slurmctld.pid" slurmctld >/dev/null && echo up && exit; '
+             '[[ -d $STATE ]] && echo down || echo absent')
+    return subprocess.run(["bash", "-c", check, "-", str(DEV_CLUSTER / "lib.sh")], env=env, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def start_cluster() -> tuple[dict[str, str], str]:
+    """Run up.sh (own instance by default); the client environment and the instance's state before."""
     env = dict(os.environ)
     env.setdefault("SLURMSCHED_DEV_STATE", "/var/lib/slurmsched-bench")
     env.setdefault("SLURMSCHED_DEV_PORT", "17500")
-    proc = subprocess.run(["bash", str(REPO / "contrib" / "dev-cluster" / "up.sh")], env=env,
+    before = cluster_state(env)
+    proc = subprocess.run(["bash", str(DEV_CLUSTER / "up.sh")], env=env,
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         raise SystemExit(f"up.sh failed:\n{proc.stderr[-2000:]}")
     env.update({m[1]: m[2] for line in proc.stdout.splitlines() if (m := _EXPORT.match(line.strip()))})
-    return env
+    return env, before
+
+
+def stop_cluster(env: dict[str, str], before: str) -> None:
+    """Stop the cluster if this run started it (``--purge`` if this run also made its state)."""
+    if before == "up":
+        return
+    purge = ["--purge"] if before == "absent" else []
+    print(f"stopping the dev cluster this run started (contrib/dev-cluster/down.sh {' '.join(purge)})".rstrip(),
+          flush=True)
+    subprocess.run(["bash", str(DEV_CLUSTER / "down.sh"), *purge], env=env, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, timeout=300)
 
 
 def queue_of(env: dict[str, str], tag: str) -> list[str]:
@@ -388,7 +415,17 @@ def sprio_summary(env: dict[str, str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     print("starting the dev cluster (contrib/dev-cluster/up.sh) ...", flush=True)
-    env = start_cluster()
+    env, before = start_cluster()
+    try:
+        figures = compare_arms(args, env)
+    finally:
+        if not args.keep_cluster:
+            stop_cluster(env, before)
+    print(json.dumps(figures))
+
+
+def compare_arms(args: argparse.Namespace, env: dict[str, str]) -> dict[str, float]:
+    """Replay the slice on stock Slurm, then with slurmsched; print both and return the figures."""
     user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
     wait_idle(env)
     history, jobs, info = build_workload(args, user, time.time())
@@ -442,10 +479,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ratio = base.avg_jct_s / ours.avg_jct_s
     print(f"avg JCT ratio (baseline / slurmsched): {ratio:.2f}; avg wait ratio: "
           f"{base.avg_wait_s / max(ours.avg_wait_s, 1e-9):.2f}")
-    print(json.dumps({"jobs": len(jobs), "baseline_avg_jct_s": round(base.avg_jct_s, 2),
-                      "slurmsched_avg_jct_s": round(ours.avg_jct_s, 2), "avg_jct_ratio": round(ratio, 3),
-                      "baseline_max_wait_s": round(base.max_wait_s, 2),
-                      "slurmsched_max_wait_s": round(ours.max_wait_s, 2)}))
+    return {"jobs": len(jobs), "baseline_avg_jct_s": round(base.avg_jct_s, 2),
+            "slurmsched_avg_jct_s": round(ours.avg_jct_s, 2), "avg_jct_ratio": round(ratio, 3),
+            "baseline_max_wait_s": round(base.max_wait_s, 2), "slurmsched_max_wait_s": round(ours.max_wait_s, 2)}
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ import argparse
 import copy
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -41,13 +40,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.dev_cluster import start_cluster, stop_cluster  # noqa: E402
 from slurmsched.gateway import CliGateway  # noqa: E402
 from slurmsched.gateway.parse import parse_squeue  # noqa: E402
 from slurmsched.model import SetSiteFactor  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "slurm-json"
-DEV_CLUSTER = REPO / "contrib" / "dev-cluster"
-_EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 def synthesize(version: str, count: int) -> bytes:
@@ -90,36 +88,6 @@ def time_parse(raw: bytes, repeat: int) -> tuple[float, float, float, int]:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return min(walls), min(cpus), peak / 1e6, records
-
-
-def cluster_state(env: dict[str, str]) -> str:
-    """``up``, ``down`` or ``absent``: the dev cluster instance ``env`` names (lib.sh's own checks)."""
-    check = ('source "$1"; pid_of "$STATE/run/slurmctld.pid" slurmctld >/dev/null && echo up && exit; '
-             '[[ -d $STATE ]] && echo down || echo absent')
-    return subprocess.run(["bash", "-c", check, "-", str(DEV_CLUSTER / "lib.sh")], env=env, capture_output=True,
-                          text=True, check=True).stdout.strip()
-
-
-def start_cluster() -> tuple[dict[str, str], str]:
-    """Run the project's up.sh; the client environment it prints and the instance's state before."""
-    before = cluster_state(dict(os.environ))
-    proc = subprocess.run(["bash", str(DEV_CLUSTER / "up.sh")], capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=900, check=False)
-    if proc.returncode != 0:
-        sys.exit(f"bench/gateway.py: contrib/dev-cluster/up.sh failed:\n{proc.stderr[-2000:]}")
-    exported = {m[1]: m[2] for line in proc.stdout.splitlines() if (m := _EXPORT.match(line.strip()))}
-    return {**os.environ, **exported}, before
-
-
-def stop_cluster(env: dict[str, str], before: str) -> None:
-    """Stop the cluster if this run started it (``--purge`` if this run also made its state)."""
-    if before == "up":
-        return
-    purge = ["--purge"] if before == "absent" else []
-    print(f"stopping the dev cluster this run started (contrib/dev-cluster/down.sh {' '.join(purge)})".rstrip(),
-          flush=True)
-    subprocess.run(["bash", str(DEV_CLUSTER / "down.sh"), *purge], env=env, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, timeout=300)
 
 
 #: Runs argv[1:] from a small interpreter and prints "seconds peak_rss_kb stdout_bytes": a child
@@ -215,7 +183,7 @@ def main() -> None:
         figures[f"doc_mb_{key}"] = round(len(raw) / 1e6, 2)
     figures["parse_10k_jobs_s"] = max(figures["parse_s_2205"], figures["parse_s_2511"]) * 10_000 / args.jobs
 
-    env, before = start_cluster()
+    env, before = start_cluster(dict(os.environ))
     try:
         live = live_figures(env, args.live_jobs)
         print(f"live cluster: {live['live_jobs']} pending jobs submitted at {live['sbatch_ms']} ms each")

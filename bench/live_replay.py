@@ -55,7 +55,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # model fits share 2 cores with a
 import argparse
 import json
 import math
-import re
 import signal
 import statistics
 import subprocess
@@ -73,6 +72,7 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.dev_cluster import start_cluster, stop_cluster  # noqa: E402
 from slurmsched.config import load_config  # noqa: E402
 from slurmsched.gateway import CliGateway  # noqa: E402
 from slurmsched.model import JobRecord  # noqa: E402
@@ -84,8 +84,6 @@ from slurmsched.workload import WorkloadSpec, generate_workload, sbatch_argv  # 
 LOCAL_GPUS = 24          # contrib/cluster/cluster.toml: 2 x 8 a100 + 2 x 4 v100
 MAX_JOB_GPUS = 16
 TRACES = Path(os.environ.get("SLURMSCHED_TRACES", REPO.parent / "shared" / "traces"))
-DEV_CLUSTER = REPO / "contrib" / "dev-cluster"
-_EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 @dataclass(frozen=True)
@@ -206,39 +204,6 @@ def build_workload(args: argparse.Namespace, user: str, now: float) -> tuple[lis
 
 
 # --- the cluster ---------------------------------------------------------------------------
-
-def cluster_state(env: dict[str, str]) -> str:
-    """``up``, ``down`` or ``absent``: the dev cluster instance ``env`` names (lib.sh's own checks)."""
-    check = ('source "$1"; pid_of "$STATE/run/slurmctld.pid" slurmctld >/dev/null && echo up && exit; '
-             '[[ -d $STATE ]] && echo down || echo absent')
-    return subprocess.run(["bash", "-c", check, "-", str(DEV_CLUSTER / "lib.sh")], env=env, capture_output=True,
-                          text=True, check=True).stdout.strip()
-
-
-def start_cluster() -> tuple[dict[str, str], str]:
-    """Run up.sh (own instance by default); the client environment and the instance's state before."""
-    env = dict(os.environ)
-    env.setdefault("SLURMSCHED_DEV_STATE", "/var/lib/slurmsched-bench")
-    env.setdefault("SLURMSCHED_DEV_PORT", "17500")
-    before = cluster_state(env)
-    proc = subprocess.run(["bash", str(DEV_CLUSTER / "up.sh")], env=env,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise SystemExit(f"up.sh failed:\n{proc.stderr[-2000:]}")
-    env.update({m[1]: m[2] for line in proc.stdout.splitlines() if (m := _EXPORT.match(line.strip()))})
-    return env, before
-
-
-def stop_cluster(env: dict[str, str], before: str) -> None:
-    """Stop the cluster if this run started it (``--purge`` if this run also made its state)."""
-    if before == "up":
-        return
-    purge = ["--purge"] if before == "absent" else []
-    print(f"stopping the dev cluster this run started (contrib/dev-cluster/down.sh {' '.join(purge)})".rstrip(),
-          flush=True)
-    subprocess.run(["bash", str(DEV_CLUSTER / "down.sh"), *purge], env=env, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, timeout=300)
-
 
 def queue_of(env: dict[str, str], tag: str) -> list[str]:
     """Ids of this replay's jobs that are still pending or running."""
@@ -415,7 +380,10 @@ def sprio_summary(env: dict[str, str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     print("starting the dev cluster (contrib/dev-cluster/up.sh) ...", flush=True)
-    env, before = start_cluster()
+    env = dict(os.environ)
+    env.setdefault("SLURMSCHED_DEV_STATE", "/var/lib/slurmsched-bench")  # its own instance by default
+    env.setdefault("SLURMSCHED_DEV_PORT", "17500")
+    env, before = start_cluster(env)
     try:
         figures = compare_arms(args, env)
     finally:

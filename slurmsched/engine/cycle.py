@@ -123,7 +123,8 @@ class Engine:
         refresh_s: every so many seconds of ``now`` (and after a cycle that found
             slurmsched paused, as ``revert`` leaves it) a full pass re-reads slurmsched's
             applied changes (``slurmsched revert`` or another tool may have changed
-            them) and plans again the jobs whose record there changed. Predictions
+            them), plans again the jobs whose record there changed and drops the
+            records of jobs that left the queue since (:meth:`_stale_records`). Predictions
             are renewed by refits, not by this pass: a pass that re-predicted every
             job would cost, summed over a run, one prediction per job per
             ``refresh_s`` of waiting.
@@ -226,7 +227,7 @@ class Engine:
         self._dirty_users, self._dirty_names = set(), set()
         lap("predict")
         plan = self._plan(changes, snapshot, now)
-        stale = self._stale_records(snapshot, changes.departed, full)
+        stale = self._stale_records(snapshot) if full else []
         lap("plan")
         paused: bool | None = None
         outcomes: list[ActionOutcome] = []
@@ -392,21 +393,19 @@ class Engine:
                   else undo_reason(self.policy.name, False))
         return SetSiteFactor(action.job_id, action.value, action.previous, reason)
 
-    def _stale_records(self, snapshot: ClusterSnapshot, departed: Sequence[int], full: bool) -> list[_Key]:
-        """Applied changes of jobs that left the queue: of those ``departed`` from the pending
-        queue this cycle, and on ``full`` passes of every job not pending.
+    def _stale_records(self, snapshot: ClusterSnapshot) -> list[_Key]:
+        """Applied changes of jobs that left the queue, looked for on full passes.
 
         A job still in ``snapshot`` (running, suspended) keeps its records: a requeue brings
         it back pending with the values slurmsched set (Slurm keeps them), which the planner
         and ``revert`` must still know for slurmsched's, with their original. So does a job
-        array while a task split off it is in the queue (:func:`record_of`).
+        array while a task split off it is in the queue (:func:`record_of`). A job that left
+        the queue, whether it ran or was cancelled while pending, keeps its records until the
+        next full pass (``refresh_s``): telling it from a job that started takes every queued
+        job's id, which a cycle that saw a job start would otherwise pay for the whole queue.
         """
-        applied = self._applied
-        if full:
-            pending = self._tracker.jobs
-            keys = [key for key in applied if key[0] not in pending]
-        else:
-            keys = [(job_id, kind) for job_id in departed for kind in KINDS if (job_id, kind) in applied]
+        pending = self._tracker.jobs
+        keys = [key for key in self._applied if key[0] not in pending]
         if not keys:
             return []
         queued = {job.job_id for job in snapshot.jobs}

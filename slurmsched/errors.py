@@ -47,6 +47,19 @@ class SchemaOutOfDate(StoreError):
     """The database schema is older than this version; the message names the command to run."""
 
 
+class DatabaseOfAnotherCluster(StoreError):
+    """The database keeps the state of another cluster's daemon; the message names both
+    clusters and how to go on."""
+
+    @classmethod
+    def of(cls, where: str, owner: str, cluster: str) -> "DatabaseOfAnotherCluster":
+        """The error for ``where`` (a database URL shown without its password), claimed by
+        ``owner``'s daemon, and the cluster ``cluster`` that asked for it."""
+        return cls(f"{where} keeps the state of cluster {owner!r}'s daemon, and this Slurm is cluster {cluster!r}:"
+                   " give each cluster's daemon a database of its own ([db] url); if the cluster was renamed,"
+                   " 'slurmsched db release' lets the next cycle claim it")
+
+
 class MigrationRefused(SlurmschedError):
     """A schema migration (``db downgrade``) was refused before it changed anything; the
     message says why (an unknown revision names the known ones)."""

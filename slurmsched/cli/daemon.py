@@ -22,7 +22,7 @@ import click
 from slurmsched.cli import get_config
 from slurmsched.cli.params import Duration, JobId
 from slurmsched.config import Config, DbSection, PolicySection
-from slurmsched.errors import SlurmError, SlurmschedError
+from slurmsched.errors import DatabaseOfAnotherCluster, SlurmError, SlurmschedError
 from slurmsched.model import Decision, JobRecord, Prediction
 from slurmsched.policy.qssf import gpu_time, span
 from slurmsched.store.connect import mask_password
@@ -30,6 +30,7 @@ from slurmsched.store.protocol import AppliedChange, CycleSummary, JobRepository
 from slurmsched.text import plural
 
 if TYPE_CHECKING:
+    from slurmsched.gateway.protocol import SlurmGateway
     from slurmsched.store.repository import SqlJobRepository
 
 PAUSED_HINT = "run 'slurmsched resume' to let it act again"
@@ -88,6 +89,17 @@ def _pause(config: Config, repo: JobRepository) -> tuple[str, bool]:
     except OSError as exc:
         return f"submit cache {path} NOT removed ({exc.strerror}): the daemon removes it at its next cycle", False
     return "submit cache removed, job_submit.lua leaves new jobs alone", True
+
+
+def _claim_for_revert(gateway: "SlurmGateway", repo: JobRepository) -> None:
+    """Refuse to revert (or pause) another cluster's database (:meth:`JobRepository.claim`)
+    before anything is changed. A Slurm that does not answer names no cluster: the revert
+    then pauses all the same, and stops at its first read of the queue."""
+    try:
+        cluster = gateway.snapshot().cluster
+    except SlurmError:
+        return
+    repo.claim(cluster)
 
 
 # --- run ---------------------------------------------------------------------------------
@@ -499,7 +511,9 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
     gateway = make_gateway(config)
     with closing(_repository(config)) as repo:
         if dry_run:
-            plan = plan_revert(gateway.snapshot(), repo.applied_changes())
+            snapshot = gateway.snapshot()
+            repo.check_cluster(snapshot.cluster)
+            plan = plan_revert(snapshot, repo.applied_changes())
             for action in plan.actions:
                 kind, current, restored = describe(action)
                 click.echo(f"job {action.job_id}: {kind} {current} -> {restored}  ({action.reason})")
@@ -513,6 +527,7 @@ def revert(ctx: click.Context, dry_run: bool) -> None:
                        + (f"; would drop {plural(len(plan.gone), 'record')} of jobs that left the queue"
                           if plan.gone else "") + ". Dry run: nothing sent, not paused.")
             return
+        _claim_for_revert(gateway, repo)
         cache, gone = _pause(config, repo)
         if not gone:  # said before the restores, so a revert that stops does not hide it
             click.echo(f"warning: {cache}", err=True)
@@ -618,9 +633,13 @@ def check(ctx: click.Context) -> None:
                 shown["url"] = mask_password(section.url)
             values = ", ".join(f"{k}={v!r}" for k, v in shown.items())
             click.echo(f"     [{field.name}] {values}")
+    claimed: tuple[str, str] | None = None  # the database's URL and the cluster that claimed it
     try:
         with closing(_repository(config, read_only=True)) as repo:
-            line("ok", f"database {repo.url}: schema current" + (", PAUSED" if repo.is_paused() else ""))
+            owner = repo.owner()
+            line("ok", f"database {repo.url}: schema current" + (", PAUSED" if repo.is_paused() else "")
+                 + (f", the state of cluster {owner!r}'s daemon" if owner is not None else ", claimed by no cluster yet"))
+            claimed = (repo.url, owner) if owner is not None else None
     except SlurmschedError as exc:
         line("FAIL", f"database: {exc}")
     try:
@@ -636,6 +655,8 @@ def check(ctx: click.Context) -> None:
                     f"partition={scheduler.weight_partition} qos={scheduler.weight_qos}, "
                     f"TopologyPlugin={scheduler.topology_plugin or 'none'}; queue read: "
                     f"{len(snap.pending)} pending, {len(snap.running)} running, {plural(len(snap.nodes), 'node')}")
+        if claimed is not None and snap.cluster and claimed[1] != snap.cluster:
+            line("FAIL", f"database: {DatabaseOfAnotherCluster.of(*claimed, snap.cluster)}")
         capped = SiteFactorScale.build(config.planner, scheduler).cap_warning()
         if capped is not None:
             line("warn", f"planner: {capped}")

@@ -83,6 +83,29 @@ def current(ctx: click.Context, db_url: str | None) -> None:
     ctx.exit(1)
 
 
+@db.command("release")
+@DB_OPTION
+@click.pass_context
+def release(ctx: click.Context, db_url: str | None) -> None:
+    """Forget which cluster's daemon keeps its state in the database (after a ClusterName change).
+
+    The first cycle of a daemon claims its database for its cluster, and the daemon and
+    'revert' of any other cluster refuse it. After a rename, release it (with the daemon
+    stopped): the next cycle claims it for the cluster's new name.
+    """
+    from slurmsched.store.repository import open_repository
+
+    repo = open_repository(get_config(ctx), url=db_url)
+    try:
+        owner = repo.release()
+    finally:
+        repo.close()
+    if owner is None:
+        click.echo(f"{repo.url}: no cluster's daemon had claimed it")
+    else:
+        click.echo(f"{repo.url}: released by cluster {owner!r}; the next daemon cycle claims it")
+
+
 @db.command("downgrade")
 @click.argument("revision")
 @click.option("--yes", is_flag=True, envvar="SLURMSCHED_DB_DOWNGRADE_YES", allow_from_autoenv=False,

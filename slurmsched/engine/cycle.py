@@ -188,6 +188,9 @@ class Engine:
                 back and the next cycle re-plans every job. Before sending, nothing is
                 sent; after it, the changes sent stay recorded (committed before
                 sending), their outcomes and the cycle's other records are not.
+            DatabaseOfAnotherCluster: the repository keeps another cluster's daemon state
+                (:meth:`JobRepository.claim`, asked by a first cycle when Slurm names its
+                cluster): nothing is recorded or sent, and the next cycle asks again.
         """
         timings: dict[str, float] = {}
         timer = self.timer
@@ -200,6 +203,8 @@ class Engine:
             mark = moment
 
         snapshot = self.gateway.snapshot()
+        if self._full_at is None:  # a first cycle: the database must be this cluster's
+            self.repository.claim(snapshot.cluster)
         lap("snapshot")
         finished, cursor = self._read_finished(now)
         lap("finished")

@@ -17,6 +17,7 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
+from slurmsched.errors import DatabaseOfAnotherCluster
 from slurmsched.model import ClusterSnapshot, Decision, JobRecord, JobState, Prediction
 from slurmsched.store.protocol import AppliedChange, CycleKind, CycleSummary
 
@@ -48,6 +49,7 @@ class MemoryJobRepository:
         self._transitions: dict[int, list[tuple[float, str | None, str, str]]] = {}
         self._cursors: dict[str, float] = {}
         self._paused = False
+        self._owner: str | None = None
         self._next_cycle = 1
         self._cycles: deque[CycleSummary] = deque(maxlen=keep_cycles)
         self._open_cycles: dict[int, tuple[float, CycleKind]] = {}
@@ -204,6 +206,15 @@ class MemoryJobRepository:
         before = self._paused
         self._paused = paused
         self._log(lambda: setattr(self, "_paused", before))
+
+    def claim(self, cluster: str) -> None:
+        """Keep ``cluster``'s state here (the first cluster claims the store for good)."""
+        if not cluster:
+            return
+        if self._owner is None:
+            self._owner = cluster
+        elif self._owner != cluster:
+            raise DatabaseOfAnotherCluster.of("the in-memory store", self._owner, cluster)
 
     # --- cycles, predictions, decisions --------------------------------------------
 

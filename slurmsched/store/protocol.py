@@ -149,3 +149,12 @@ class JobRepository(Protocol):
     def set_paused(self, paused: bool) -> None:
         """Set or clear the pause flag."""
         ...
+
+    def claim(self, cluster: str) -> None:
+        """Keep ``cluster``'s daemon state here: record it as the database's cluster if none
+        is yet, in its own transaction. An empty name (Slurm names no cluster) claims nothing.
+
+        Raises:
+            DatabaseOfAnotherCluster: another cluster's daemon claimed the database first.
+        """
+        ...

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, FromClause, delete, func, insert, sel
 from sqlalchemy.dialects import postgresql, sqlite
 
 from slurmsched.config import Config
-from slurmsched.errors import SchemaOutOfDate, StoreError
+from slurmsched.errors import DatabaseOfAnotherCluster, SchemaOutOfDate, StoreError
 from slurmsched.model import ClusterSnapshot, Decision, JobRecord, Prediction
 from slurmsched.store import migrate
 from slurmsched.store.connect import DEFAULT_BUSY_TIMEOUT_S, WRITE_LOCK, display_url, make_engine, store_errors
@@ -405,7 +405,50 @@ class SqlJobRepository:
     def set_paused(self, paused: bool) -> None:
         """Set or clear the pause flag."""
         with self._conn() as conn:
-            upsert(conn, Control.__table__, [{"id": 1, "paused": paused, "updated_at": time.time()}], ("id",))
+            upsert(conn, Control.__table__, [{"id": 1, "paused": paused, "updated_at": time.time()}], ("id",),
+                   overwrite=("paused", "updated_at"))
+
+    def claim(self, cluster: str) -> None:
+        """Keep ``cluster``'s daemon state here (:class:`~slurmsched.store.protocol.JobRepository`):
+        the control row takes the name when it holds none, under the write lock, so of two
+        daemons claiming a new database at once one gets it and the other is refused.
+
+        Raises:
+            DatabaseOfAnotherCluster: another cluster's daemon claimed it first.
+        """
+        if not cluster:
+            return
+        with self._conn() as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(dialect.insert(Control).values(id=1, paused=False, updated_at=time.time())
+                         .on_conflict_do_nothing(index_elements=["id"]))
+            conn.execute(update(Control).where(Control.id == 1, Control.cluster.is_(None)).values(cluster=cluster))
+            owner = conn.execute(select(Control.cluster).where(Control.id == 1)).scalar_one()
+        if owner is not None and owner != cluster:  # not None: the update above set a missing one
+            raise DatabaseOfAnotherCluster.of(self.url, owner, cluster)
+
+    def owner(self) -> str | None:
+        """The cluster whose daemon claimed the database (:meth:`claim`), if one did."""
+        with self._conn(write=False) as conn:
+            return conn.execute(select(Control.cluster).where(Control.id == 1)).scalar_one_or_none()
+
+    def check_cluster(self, cluster: str) -> None:
+        """:meth:`claim`'s refusal, without claiming: for commands that only read.
+
+        Raises:
+            DatabaseOfAnotherCluster: another cluster's daemon claimed the database.
+        """
+        owner = self.owner()
+        if cluster and owner is not None and owner != cluster:
+            raise DatabaseOfAnotherCluster.of(self.url, owner, cluster)
+
+    def release(self) -> str | None:
+        """Forget the database's cluster (``slurmsched db release``), so that the next claim
+        takes it; returns the cluster it held, if any."""
+        with self._conn() as conn:
+            owner = conn.execute(select(Control.cluster).where(Control.id == 1)).scalar_one_or_none()
+            conn.execute(update(Control).where(Control.id == 1).values(cluster=None))
+        return owner
 
     # --- cycles, predictions, decisions ------------------------------------------
 

@@ -185,13 +185,15 @@ class ModelRow(Base):
 
 
 class Control(Base):
-    """The single control row (``id = 1``): the pause flag the daemon loop honours."""
+    """The single control row (``id = 1``): the pause flag the daemon loop honours, and
+    the cluster whose daemon keeps its state here (``None`` until its first cycle)."""
 
     __tablename__ = "control"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
     updated_at: Mapped[float] = mapped_column(Float)
+    cluster: Mapped[str | None] = mapped_column(String(CLUSTER_CHARS))
 
 
 class Cursor(Base):

@@ -17,7 +17,8 @@ def test_check_reports_each_part(daemon_env, lua_cache):
     assert lines[0] == f"ok   config {daemon_env.path}"
     assert any(line.startswith("     [daemon] interval_s=1.0,") for line in lines)
     assert any(line.startswith("     [policy] name='qssf', qssf={'max_wait_h': ") for line in lines)  # defaults shown
-    assert any(line.startswith("ok   database sqlite:///") and line.endswith("schema current") for line in lines)
+    assert any(line.startswith("ok   database sqlite:///") and line.endswith("schema current, claimed by no cluster yet")
+               for line in lines)
     assert "ok   slurm: PriorityType=priority/multifactor, weights age=10000 fairshare=10000" in result.stdout
     assert re.search(r"; queue read: \d+ pending, \d+ running, 4 nodes\n", result.stdout), result.stdout
     assert any(re.match(r"ok   wait bound: \d+\.\d\d h: after max_wait_h=", line) for line in lines), result.stdout

@@ -14,7 +14,7 @@ from slurmsched.store.connect import display_url
 from slurmsched.store.repository import SqlJobRepository
 from slurmsched.store.schema import Base
 
-OLDER = [*reversed(migrate.revisions()[:-1]), migrate.EMPTY]  # 0002, 0001, empty: every downgrade target
+OLDER = [*reversed(migrate.revisions()[:-1]), migrate.EMPTY]  # 0003, 0002, 0001, empty: every downgrade target
 FRESH_PG = "slurmsched_fresh"
 
 
@@ -73,11 +73,16 @@ def _fill(engine: Engine) -> None:
                                           for i in (1, 2)])
 
 
+#: Columns a downgrade drops and an upgrade makes again with other values: 0002 fills
+#: ``cycles.kind`` from ``dry_run``, 0004 leaves ``control.cluster`` empty.
+REMADE = {("cycles", "kind"), ("control", "cluster")}
+
+
 def _contents(engine: Engine) -> dict[str, list[str]]:
-    """The rows of every table of the current schema, but ``cycles.kind`` (which 0002 fills from ``dry_run``)."""
+    """The rows of every table of the current schema, but the :data:`REMADE` columns."""
     with engine.connect() as conn:
         return {table.name: sorted(map(repr, conn.execute(select(*[c for c in table.columns
-                                                                   if (table.name, c.name) != ("cycles", "kind")]))))
+                                                                   if (table.name, c.name) not in REMADE]))))
                 for table in Base.metadata.sorted_tables}
 
 
@@ -104,23 +109,32 @@ def test_downgrade_to_each_older_revision_and_back(db_url: str, fresh_url: str, 
         assert _contents(repo.engine) == (before if target != migrate.EMPTY else {name: [] for name in before})
         with repo.engine.connect() as conn:
             kinds = conn.execute(text("SELECT kind FROM cycles ORDER BY id")).scalars().all()
+            clusters = conn.execute(text("SELECT cluster FROM control ORDER BY id")).scalars().all()
         # 0002 undone and made again: the kind comes from dry_run (cycle 1 is a dry run); else it stays
-        assert kinds == {"0002": ["v1", "v2"], "0001": ["dry-run", "live"], migrate.EMPTY: []}[target]
+        assert kinds == {"0003": ["v1", "v2"], "0002": ["v1", "v2"], "0001": ["dry-run", "live"],
+                         migrate.EMPTY: []}[target]
+        # 0004 undone and made again: no cluster has claimed the database
+        assert clusters == ([] if target == migrate.EMPTY else [None, None])
     finally:
         repo.close()
 
 
 def test_plan_names_what_each_downgrade_drops_and_the_rows_lost(repo: SqlJobRepository) -> None:
     _fill(repo.engine)
+    to_0003 = repo.plan_downgrade("0003")
+    assert (to_0003.current, to_0003.target, [rev for rev, _ in to_0003.steps]) == ("0004", "0003", ["0004"])
+    assert (to_0003.drops, to_0003.rows, to_0003.creates) == ((("column", "control", "cluster"),),
+                                                              {("control", "cluster"): 2}, ())
     to_0002 = repo.plan_downgrade("0002")
-    assert (to_0002.current, to_0002.target, [rev for rev, _ in to_0002.steps]) == ("0003", "0002", ["0003"])
-    assert (to_0002.drops, to_0002.creates) == ((), (("index", "jobs", "ix_jobs_cluster_job"),))
+    assert [rev for rev, _ in to_0002.steps] == ["0004", "0003"]
+    assert to_0002.creates == (("index", "jobs", "ix_jobs_cluster_job"),)
     to_0001 = repo.plan_downgrade("0001")
-    assert [rev for rev, _ in to_0001.steps] == ["0003", "0002"]
-    assert to_0001.steps[1][1] == "Cycle kind: each cycle row says whether it was live, dry-run, paused or a revert pass."
-    assert (to_0001.drops, to_0001.rows) == ((("column", "cycles", "kind"),), {("cycles", "kind"): 2})
+    assert [rev for rev, _ in to_0001.steps] == ["0004", "0003", "0002"]
+    assert to_0001.steps[2][1] == "Cycle kind: each cycle row says whether it was live, dry-run, paused or a revert pass."
+    assert (to_0001.drops, to_0001.rows) == ((("column", "control", "cluster"), ("column", "cycles", "kind")),
+                                             {("control", "cluster"): 2, ("cycles", "kind"): 2})
     to_empty = repo.plan_downgrade(migrate.EMPTY)
-    assert (to_empty.target, [rev for rev, _ in to_empty.steps]) == (None, ["0003", "0002", "0001"])
+    assert (to_empty.target, [rev for rev, _ in to_empty.steps]) == (None, ["0004", "0003", "0002", "0001"])
     assert to_empty.drops == tuple(("table", name, "") for name in sorted(Base.metadata.tables))
     assert set(to_empty.rows.values()) == {2} and to_empty.creates == ()
 
@@ -135,12 +149,12 @@ def test_refusals_name_the_problem_and_change_nothing(db_url: str) -> None:
             repo.plan_downgrade("base")  # alembic's name for empty, and its relative forms, are not taken
         with pytest.raises(MigrationRefused, match=r"^unknown revision '-1'"):
             repo.plan_downgrade("-1")
-        with pytest.raises(MigrationRefused, match=r"^0003 is not older than the database's revision 0003: "
-                                                   r"a downgrade goes to empty, 0001, 0002$"):
-            repo.plan_downgrade("0003")
+        with pytest.raises(MigrationRefused, match=r"^0004 is not older than the database's revision 0004: "
+                                                   r"a downgrade goes to empty, 0001, 0002, 0003$"):
+            repo.plan_downgrade("0004")
         plan = repo.plan_downgrade("0002")
         repo.downgrade(repo.plan_downgrade("0001"))
-        with pytest.raises(MigrationRefused, match=r"^the database moved from 0003 to 0001 since the downgrade "
+        with pytest.raises(MigrationRefused, match=r"^the database moved from 0004 to 0001 since the downgrade "
                                                    r"was planned: nothing changed, run it again$"):
             repo.downgrade(plan)
         assert repo.schema_revision() == "0001"
@@ -164,7 +178,7 @@ def test_a_failing_step_leaves_the_database_as_it_was(db_url: str, cli) -> None:
         result = cli("db", "downgrade", "0001", "--yes", "--db", db_url)
         assert result.returncode == 2 and "internal error" not in result.stderr
         assert result.stderr.startswith("error: database ") and "kind" in result.stderr, result.stderr
-        assert repo.schema_revision() == "0003"
+        assert repo.schema_revision() == "0004"
         assert _schema(repo.engine) == before
     finally:
         repo.close()
@@ -175,9 +189,11 @@ def test_db_downgrade_command(db_url: str, cli) -> None:
     assert cli("db", "upgrade", "--db", db_url).returncode == 0
     missing = cli("db", "downgrade", "--db", db_url)
     assert missing.returncode == 2 and "Missing argument 'REVISION'" in missing.stderr
-    listed = [f"{shown}: downgrade from 0003 to 0001 undoes 2 steps:",
+    listed = [f"{shown}: downgrade from 0004 to 0001 undoes 3 steps:",
+              "  0004: Database owner: the control row names the cluster whose daemon keeps its state here.",
               "  0003: Drop ``ix_jobs_cluster_job``: the unique constraint already indexes its columns.",
               "  0002: Cycle kind: each cycle row says whether it was live, dry-run, paused or a revert pass.",
+              "drops column control.cluster: its values in 0 rows are lost",
               "drops column cycles.kind: its values in 0 rows are lost",
               "creates index ix_jobs_cluster_job on jobs",
               "The data in dropped tables and columns is lost for good: a later 'db upgrade' does not bring it back."]
@@ -188,17 +204,19 @@ def test_db_downgrade_command(db_url: str, cli) -> None:
                                   "to downgrade\n")
     dry = cli("db", "downgrade", "0001", "--dry-run", "--yes", "--db", db_url)
     assert dry.returncode == 0 and dry.stdout.splitlines() == [*listed, "dry run: nothing changed"]
-    assert "0003 (head)" in cli("db", "current", "--db", db_url).stdout
-    not_older = cli("db", "downgrade", "0003", "--yes", "--db", db_url)
+    assert "0004 (head)" in cli("db", "current", "--db", db_url).stdout
+    not_older = cli("db", "downgrade", "0004", "--yes", "--db", db_url)
     assert not_older.returncode == 2 and not_older.stdout == ""
-    assert not_older.stderr == ("error: 0003 is not older than the database's revision 0003: "
-                                "a downgrade goes to empty, 0001, 0002\n")
+    assert not_older.stderr == ("error: 0004 is not older than the database's revision 0004: "
+                                "a downgrade goes to empty, 0001, 0002, 0003\n")
     down = cli("db", "downgrade", "0002", env={"SLURMSCHED_DB_DOWNGRADE_YES": "1", "SLURMSCHED_DB_URL": db_url})
     assert down.returncode == 0, down.stderr
-    assert down.stdout.splitlines()[-2:] == ["creates index ix_jobs_cluster_job on jobs",
-                                             f"{shown}: downgraded from 0003 to 0002"]
+    assert down.stdout.splitlines()[-3:] == ["creates index ix_jobs_cluster_job on jobs",
+                                             "The data in dropped tables and columns is lost for good: a later"
+                                             " 'db upgrade' does not bring it back.",
+                                             f"{shown}: downgraded from 0004 to 0002"]
     current = cli("db", "current", "--db", db_url)
-    assert current.returncode == 1 and current.stdout.startswith("0002 (this slurmsched needs 0003")
+    assert current.returncode == 1 and current.stdout.startswith("0002 (this slurmsched needs 0004")
     down = cli("db", "downgrade", current.stdout.split()[0], "--yes", "--db", db_url)  # what db current printed
     assert down.returncode == 2 and "is not older than the database's revision 0002" in down.stderr
     down = cli("db", "downgrade", "empty", "--yes", "--db", db_url)
@@ -207,4 +225,4 @@ def test_db_downgrade_command(db_url: str, cli) -> None:
     assert down.stdout.splitlines()[-1] == f"{shown}: downgraded from 0002 to empty"
     current = cli("db", "current", "--db", db_url)
     assert current.returncode == 1 and current.stdout.startswith("empty (")
-    assert cli("db", "upgrade", "--db", db_url).stdout.strip() == f"{shown}: upgraded from empty to 0003"
+    assert cli("db", "upgrade", "--db", db_url).stdout.strip() == f"{shown}: upgraded from empty to 0004"

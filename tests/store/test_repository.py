@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, text
 
-from slurmsched.errors import StoreError
+from slurmsched.errors import DatabaseOfAnotherCluster, StoreError
 from slurmsched.model import (ClusterSnapshot, Decision, GresRequest, JobRecord, JobState,
                               Prediction)
 from slurmsched.store.memory import MemoryJobRepository
@@ -149,6 +149,51 @@ def test_cursor_and_pause_flag(repo: SqlJobRepository) -> None:
     assert repo.get_cursor("sacct") == 2.5 and repo.is_paused() is True
     repo.set_paused(False)
     assert repo.is_paused() is False
+
+
+def test_the_first_cluster_to_claim_the_database_keeps_it(repo: SqlJobRepository) -> None:
+    repo.claim("")  # Slurm named no cluster: nothing claimed
+    assert repo.owner() is None
+    repo.set_paused(True)  # the control row exists before any claim, as on a database of 0003
+    repo.claim("alpha")
+    repo.claim("alpha")
+    repo.set_paused(False)  # the pause flag leaves the owner alone
+    assert (repo.owner(), repo.is_paused()) == ("alpha", False)
+    repo.check_cluster("alpha")
+    repo.check_cluster("")
+    for refused in (lambda: repo.claim("beta"), lambda: repo.check_cluster("beta")):
+        with pytest.raises(DatabaseOfAnotherCluster) as err:
+            refused()
+        assert str(err.value) == (f"{repo.url} keeps the state of cluster 'alpha''s daemon, and this Slurm is cluster"
+                                  " 'beta': give each cluster's daemon a database of its own ([db] url); if the"
+                                  " cluster was renamed, 'slurmsched db release' lets the next cycle claim it")
+    assert repo.owner() == "alpha"
+    assert repo.release() == "alpha" and repo.release() is None
+    repo.claim("beta")
+    assert repo.owner() == "beta"
+
+
+def test_a_memory_repository_is_claimed_alike() -> None:
+    memory = MemoryJobRepository(cluster="sim")
+    memory.claim("")
+    memory.claim("alpha")
+    memory.claim("alpha")
+    with pytest.raises(DatabaseOfAnotherCluster, match=r"^the in-memory store keeps the state of cluster 'alpha''s"):
+        memory.claim("beta")
+
+
+def test_db_release_command(db_url: str, cli) -> None:
+    repo = SqlJobRepository.from_url(db_url, create=True)
+    try:
+        repo.upgrade()
+        repo.claim("alpha")
+    finally:
+        repo.close()
+    released = cli("db", "release", "--db", db_url)
+    assert released.returncode == 0, released.stderr
+    assert released.stdout == f"{repo.url}: released by cluster 'alpha'; the next daemon cycle claims it\n"
+    again = cli("db", "release", "--db", db_url)
+    assert again.stdout == f"{repo.url}: no cluster's daemon had claimed it\n"
 
 
 def test_cycles_predictions_and_decisions(repo: SqlJobRepository) -> None:

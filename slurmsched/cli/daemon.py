@@ -191,7 +191,7 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
         applied = repo.applied_changes()
         model = repo.load_model(config.daemon.predictor)
         error = _prediction_error(repo, now)
-        url = repo.url
+        url, owner = repo.url, repo.owner()
     stalled = _stalled(recent, config.daemon.interval_s, now) if recent else None
     kinds: dict[str, int] = {}
     for change in applied:
@@ -204,7 +204,8 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
         cache, cache_error = None, str(exc)
     if as_json:
         click.echo(json.dumps({
-            "format": STATUS_JSON_FORMAT, "database": url, "paused": paused, "policy": config.policy.name,
+            "format": STATUS_JSON_FORMAT, "database": url, "cluster": owner, "paused": paused,
+            "policy": config.policy.name,
             "planner": config.planner.mode, "interval_s": config.daemon.interval_s, "now": now,
             "warning": stalled,
             "cycles": [{"id": c.cycle_id, "started_at": c.started_at, "duration_s": c.duration_s, "kind": c.kind,
@@ -221,7 +222,8 @@ def status(ctx: click.Context, cycles: int, as_json: bool) -> None:
                              "in_use": cache is not None and cache.fresh(now)},
         }))
         return
-    click.echo(f"database: {url}")
+    click.echo(f"database: {url} " + (f"(the state of cluster {owner!r}'s daemon)" if owner is not None
+                                      else "(claimed by no cluster yet)"))
     click.echo(f"state: {'PAUSED (' + PAUSED_HINT + ')' if paused else 'active'}; configured: policy "
                f"{config.policy.name}, planner {config.planner.mode}, interval {config.daemon.interval_s:g} s")
     if not recent:

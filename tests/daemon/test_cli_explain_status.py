@@ -76,7 +76,7 @@ def test_status_json_is_one_document_for_monitoring(tmp_path):
     started = time.time() - 3 * 3600
     doc = json.loads(_status(tmp_path, [(CycleKind.LIVE, started - 60), (CycleKind.DRY_RUN, started)],
                              "--json").stdout)
-    assert doc["format"] == 1 and doc["paused"] is False and doc["interval_s"] == 60
+    assert doc["format"] == 1 and doc["paused"] is False and doc["interval_s"] == 60 and doc["cluster"] is None
     assert [(c["id"], c["kind"], c["pending"], c["running"]) for c in doc["cycles"]] == [
         (2, "dry-run", 2, 1), (1, "live", 2, 1)]
     assert doc["warning"].startswith("WARNING: no cycle for 3.00 h")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytestmark = pytest.mark.slurm
@@ -39,3 +41,7 @@ def test_a_database_claimed_by_another_cluster_changes_nothing(any_db_env, busy)
         assert repo.owner() == "slurmsched"
     check = env.cli("config", "check")
     assert "the state of cluster 'slurmsched''s daemon" in check.stdout, check.stdout
+    status = env.cli("status")
+    assert status.stdout.startswith("database: ") and status.stdout.splitlines()[0].endswith(
+        " (the state of cluster 'slurmsched''s daemon)"), status.stdout
+    assert json.loads(env.cli("status", "--json").stdout)["cluster"] == "slurmsched"

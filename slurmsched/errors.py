@@ -52,9 +52,12 @@ class DatabaseOfAnotherCluster(StoreError):
     clusters and how to go on."""
 
     @classmethod
-    def of(cls, where: str, owner: str, cluster: str) -> "DatabaseOfAnotherCluster":
-        """The error for ``where`` (a database URL shown without its password), claimed by
-        ``owner``'s daemon, and the cluster ``cluster`` that asked for it."""
+    def refusal(cls, where: str, owner: str | None, cluster: str) -> "DatabaseOfAnotherCluster | None":
+        """The error for ``where`` (a database URL shown without its password, or another
+        store) claimed by ``owner``'s daemon, when ``cluster`` is another; ``None`` when it is
+        the same, or either names none (nothing claimed yet, or Slurm named no cluster)."""
+        if not owner or not cluster or owner == cluster:
+            return None
         return cls(f"{where} keeps the state of cluster {owner!r}'s daemon, and this Slurm is cluster {cluster!r}:"
                    " give each cluster's daemon a database of its own ([db] url); if the cluster was renamed,"
                    " 'slurmsched db release' lets the next cycle claim it")

@@ -635,13 +635,13 @@ def check(ctx: click.Context) -> None:
                 shown["url"] = mask_password(section.url)
             values = ", ".join(f"{k}={v!r}" for k, v in shown.items())
             click.echo(f"     [{field.name}] {values}")
-    claimed: tuple[str, str] | None = None  # the database's URL and the cluster that claimed it
+    claimed: tuple[str, str | None] | None = None  # the database's URL and the cluster that claimed it
     try:
         with closing(_repository(config, read_only=True)) as repo:
             owner = repo.owner()
             line("ok", f"database {repo.url}: schema current" + (", PAUSED" if repo.is_paused() else "")
                  + (f", the state of cluster {owner!r}'s daemon" if owner is not None else ", claimed by no cluster yet"))
-            claimed = (repo.url, owner) if owner is not None else None
+            claimed = (repo.url, owner)
     except SlurmschedError as exc:
         line("FAIL", f"database: {exc}")
     try:
@@ -657,8 +657,9 @@ def check(ctx: click.Context) -> None:
                     f"partition={scheduler.weight_partition} qos={scheduler.weight_qos}, "
                     f"TopologyPlugin={scheduler.topology_plugin or 'none'}; queue read: "
                     f"{len(snap.pending)} pending, {len(snap.running)} running, {plural(len(snap.nodes), 'node')}")
-        if claimed is not None and snap.cluster and claimed[1] != snap.cluster:
-            line("FAIL", f"database: {DatabaseOfAnotherCluster.of(*claimed, snap.cluster)}")
+        refused = None if claimed is None else DatabaseOfAnotherCluster.refusal(*claimed, snap.cluster)
+        if refused is not None:
+            line("FAIL", f"database: {refused}")
         capped = SiteFactorScale.build(config.planner, scheduler).cap_warning()
         if capped is not None:
             line("warn", f"planner: {capped}")

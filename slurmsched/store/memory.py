@@ -209,12 +209,11 @@ class MemoryJobRepository:
 
     def claim(self, cluster: str) -> None:
         """Keep ``cluster``'s state here (the first cluster claims the store for good)."""
-        if not cluster:
-            return
-        if self._owner is None:
+        refused = DatabaseOfAnotherCluster.refusal("the in-memory store", self._owner, cluster)
+        if refused is not None:
+            raise refused
+        if self._owner is None and cluster:
             self._owner = cluster
-        elif self._owner != cluster:
-            raise DatabaseOfAnotherCluster.of("the in-memory store", self._owner, cluster)
 
     # --- cycles, predictions, decisions --------------------------------------------
 

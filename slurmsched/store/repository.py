@@ -424,8 +424,9 @@ class SqlJobRepository:
                          .on_conflict_do_nothing(index_elements=["id"]))
             conn.execute(update(Control).where(Control.id == 1, Control.cluster.is_(None)).values(cluster=cluster))
             owner = conn.execute(select(Control.cluster).where(Control.id == 1)).scalar_one()
-        if owner is not None and owner != cluster:  # not None: the update above set a missing one
-            raise DatabaseOfAnotherCluster.of(self.url, owner, cluster)
+        refused = DatabaseOfAnotherCluster.refusal(self.url, owner, cluster)
+        if refused is not None:
+            raise refused
 
     def owner(self) -> str | None:
         """The cluster whose daemon claimed the database (:meth:`claim`), if one did."""
@@ -438,9 +439,9 @@ class SqlJobRepository:
         Raises:
             DatabaseOfAnotherCluster: another cluster's daemon claimed the database.
         """
-        owner = self.owner()
-        if cluster and owner is not None and owner != cluster:
-            raise DatabaseOfAnotherCluster.of(self.url, owner, cluster)
+        refused = DatabaseOfAnotherCluster.refusal(self.url, self.owner(), cluster)
+        if refused is not None:
+            raise refused
 
     def release(self) -> str | None:
         """Forget the database's cluster (``slurmsched db release``), so that the next claim

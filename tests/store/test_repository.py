@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -171,6 +173,31 @@ def test_the_first_cluster_to_claim_the_database_keeps_it(repo: SqlJobRepository
     assert repo.release() == "alpha" and repo.release() is None
     repo.claim("beta")
     assert repo.owner() == "beta"
+
+
+def test_daemons_claiming_a_new_database_at_once_leave_it_to_one(repo: SqlJobRepository, db_url: str) -> None:
+    """Eight clusters' repositories claim the same fresh database from eight threads, all at once:
+    one gets it, every other is refused, and all agree which."""
+    repos = [SqlJobRepository.from_url(db_url) for _ in range(8)]
+    start = threading.Barrier(len(repos))
+
+    def claim(index: int) -> str | None:
+        start.wait()
+        try:
+            repos[index].claim(f"c{index}")
+        except DatabaseOfAnotherCluster as exc:
+            return str(exc)
+        return None
+
+    try:
+        with ThreadPoolExecutor(len(repos)) as pool:
+            refusals = list(pool.map(claim, range(len(repos))))
+    finally:
+        for other in repos:
+            other.close()
+    owner = repo.owner()
+    assert owner is not None and refusals.count(None) == 1 and refusals[int(owner[1:])] is None, refusals
+    assert all(f"keeps the state of cluster {owner!r}'s daemon" in r for r in refusals if r is not None)
 
 
 def test_a_memory_repository_is_claimed_alike() -> None:

@@ -321,6 +321,8 @@ class Explanation:
             action, which records the rank and score that made it), or ``None``.
         in_force: the changes in force on it.
         history: every ranking and action recorded for it, oldest first, with its time.
+        id_reused_at: when an earlier job with this id was seen leaving the queue before
+            this one arrived (its records are left out), or ``None``.
     """
 
     job_id: int
@@ -329,6 +331,11 @@ class Explanation:
     ranking: tuple[float, Decision] | None
     in_force: list[InForce]
     history: list[tuple[float, Decision]]
+    id_reused_at: float | None
+
+
+def _reused(at: float) -> str:
+    return f"the records of an earlier job with this id, which left the queue at {_when(at)}, are not shown"
 
 
 def _describe_decision(at: float, d: Decision) -> str:
@@ -401,17 +408,32 @@ def _in_force(item: InForce) -> str:
     return text
 
 
-def _explanation(config: Config, job_id: int) -> Explanation | None:
-    """What the database records about the job and what Slurm shows of it now; ``None``
-    when slurmsched has no record of the job (Slurm is not asked then)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class NoRecord:
+    """``explain``'s finding when slurmsched has no record of the job.
+
+    Attributes:
+        id_reused_at: as :attr:`Explanation.id_reused_at` (an earlier job's records exist).
+    """
+
+    id_reused_at: float | None
+
+
+def _explanation(config: Config, job_id: int) -> Explanation | NoRecord:
+    """What the database records about the job and what Slurm shows of it now, or
+    :class:`NoRecord` (Slurm is not asked then).
+
+    Only the records of the newest job with this id are told: a job id comes back after
+    slurmctld lost its state or wrapped at ``MaxJobId``."""
     from slurmsched.planner.changes import live_text
 
     with closing(_repository(config, read_only=True)) as repo:
-        prediction = repo.latest_prediction(job_id)
-        decisions = repo.decisions_for(job_id)
+        reused_at = repo.id_reused_at(job_id)
+        prediction = repo.latest_prediction(job_id, since=reused_at)
+        decisions = repo.decisions_for(job_id, since=reused_at)
         changes = [c for c in repo.applied_changes() if c.job_id == job_id]
     if prediction is None and not decisions:
-        return None
+        return NoRecord(reused_at)
     now = _job_now(config, job_id)
     pending = now.pending
     # A cycle records a "rank" line only when the job's prediction changes; an action
@@ -419,7 +441,7 @@ def _explanation(config: Config, job_id: int) -> Explanation | None:
     ranks = [(at, d) for at, d in decisions if d.rank is not None]
     return Explanation(job_id, now, prediction, ranks[-1] if ranks else None,
                        [InForce(c, None if pending is None else live_text(pending, c.kind)) for c in changes],
-                       decisions)
+                       decisions, reused_at)
 
 
 def explain_document(e: Explanation) -> dict[str, Any]:
@@ -429,8 +451,9 @@ def explain_document(e: Explanation) -> dict[str, Any]:
     not held and eligible), or ``null`` with ``unknown`` saying why Slurm could not be
     read; ``prediction`` (the record's fields) or ``null``; ``latest_ranking`` (``at``,
     ``rank``, ``score``) or ``null``; ``in_force`` (``field``, ``original``, ``value`` and
-    ``slurm_holds``); and ``history``, each decision's fields with its time ``at``. Times
-    are epoch seconds."""
+    ``slurm_holds``); ``history``, each decision's fields with its time ``at``; and
+    ``id_reused_at``, when an earlier job with this id (whose records are left out) was
+    seen leaving the queue, or ``null``. Times are epoch seconds."""
     job = e.now.job
     now = None if e.now.unknown is not None else {
         "queued": job is not None,
@@ -445,6 +468,7 @@ def explain_document(e: Explanation) -> dict[str, Any]:
         "in_force": [{"field": i.change.kind, "original": i.change.original, "value": i.change.current,
                       "slurm_holds": i.live} for i in e.in_force],
         "history": [{"at": at, **dataclasses.asdict(d)} for at, d in e.history],
+        "id_reused_at": e.id_reused_at,
     }
 
 
@@ -456,13 +480,14 @@ def explain_document(e: Explanation) -> dict[str, Any]:
 def explain(ctx: click.Context, job_id: int, as_json: bool) -> None:
     """Why a job sits where it does: prediction and source, score, rank, every action and why."""
     e = _explanation(get_config(ctx), job_id)
-    if e is None:
-        click.echo(f"no record of job {job_id}: slurmsched has not seen it pending", err=True)
+    if isinstance(e, NoRecord):
+        click.echo(f"no record of job {job_id}: slurmsched has not seen it pending"
+                   + ("" if e.id_reused_at is None else f" ({_reused(e.id_reused_at)})"), err=True)
         ctx.exit(1)
     if as_json:
         click.echo(json.dumps(explain_document(e)))
         return
-    click.echo(f"job {job_id}")
+    click.echo(f"job {job_id}" + ("" if e.id_reused_at is None else f" ({_reused(e.id_reused_at)})"))
     click.echo(_now_line(e.now))
     if e.prediction is not None:
         click.echo(_prediction(e.prediction))

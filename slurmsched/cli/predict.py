@@ -84,7 +84,7 @@ def show(ctx: click.Context, job_id: int, db_url: str | None, as_json: bool) -> 
     repo = open_repository(config, url=db_url, read_only=True)
     try:
         predictor, origin = _restore(repo, config.daemon.predictor)
-        recorded = repo.latest_prediction(job_id)
+        recorded = repo.latest_prediction(job_id, since=repo.id_reused_at(job_id))  # this job's, not an earlier one's
     finally:
         repo.close()
     (prediction,) = predictor.predict([job])

@@ -376,6 +376,33 @@ class SqlJobRepository:
             if transitions:
                 conn.execute(insert(Transition), transitions)
 
+    def id_reused_at(self, job_id: int) -> float | None:
+        """When ``job_id`` last passed to another job: the time the previous job of that id
+        was seen leaving the queue, before the newest one was seen arriving. ``None`` when
+        the recorded transitions show one job of that id only.
+
+        A job id comes back when slurmctld loses its state or wraps at ``MaxJobId``; a
+        requeued job keeps its id and its records (it arrives again with a restart count
+        above 0, after leaving the queue if it had finished). Records of cycles that
+        started after this time are of the newest job; older ones are of earlier jobs.
+        Transitions are per cluster: those of the database's cluster (:meth:`owner`)
+        count, or every cluster's where none claimed it.
+        """
+        query = (select(Transition.at, Transition.from_state, Transition.to_state, Transition.restart_count)
+                 .where(Transition.job_id == job_id).order_by(Transition.at, Transition.id))
+        with self._conn(write=False) as conn:
+            cluster = conn.execute(select(Control.cluster).where(Control.id == 1)).scalar_one_or_none()
+            if cluster:
+                query = query.where(Transition.cluster == cluster)
+            rows = conn.execute(query).all()
+        left = reused = None
+        for at, from_state, to_state, restarts in rows:
+            if to_state == GONE:
+                left = at
+            elif from_state is None and not restarts and left is not None:
+                reused = left
+        return reused
+
     def transitions(self, job_id: int, cluster: str | None = None) -> list[tuple[float, str | None, str, str]]:
         """A job's recorded transitions ``(at, from_state, to_state, reason)``, oldest first."""
         query = select(Transition.at, Transition.from_state, Transition.to_state, Transition.reason).where(
@@ -501,9 +528,12 @@ class SqlJobRepository:
                 conn.execute(insert(PredictionRow), rows)
         self._last_predictions = current
 
-    def latest_prediction(self, job_id: int) -> Prediction | None:
-        """The most recent prediction for a job."""
+    def latest_prediction(self, job_id: int, *, since: float | None = None) -> Prediction | None:
+        """The most recent prediction for a job; with ``since``, of a cycle that started
+        after it (:meth:`id_reused_at`: the job now holding a reused id), else ``None``."""
         query = select(PredictionRow).where(PredictionRow.job_id == job_id).order_by(PredictionRow.id.desc()).limit(1)
+        if since is not None:
+            query = query.join(Cycle, Cycle.id == PredictionRow.cycle_id).where(Cycle.started_at > since)
         with self._conn(write=False) as conn:
             row = conn.execute(query).first()
         if row is None:
@@ -532,10 +562,13 @@ class SqlJobRepository:
                 conn.execute(insert(DecisionRow), rows)
         self._last_decisions = current
 
-    def decisions_for(self, job_id: int) -> list[tuple[float, Decision]]:
-        """Every stored decision about a job with its cycle's start time, oldest first."""
+    def decisions_for(self, job_id: int, *, since: float | None = None) -> list[tuple[float, Decision]]:
+        """Every stored decision about a job with its cycle's start time, oldest first; with
+        ``since``, only those of cycles that started after it (see :meth:`latest_prediction`)."""
         query = (select(Cycle.started_at, DecisionRow).join(Cycle, Cycle.id == DecisionRow.cycle_id)
                  .where(DecisionRow.job_id == job_id).order_by(DecisionRow.cycle_id, DecisionRow.id))
+        if since is not None:
+            query = query.where(Cycle.started_at > since)
         with self._conn(write=False) as conn:
             return [(row.started_at, Decision(job_id=row.job_id, kind=row.kind, outcome=row.outcome,
                                               reason=row.reason, previous=row.previous, new=row.new,

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from slurmsched.cli import main
-from slurmsched.model import Decision, Prediction
+from slurmsched.model import ClusterSnapshot, Decision, JobRecord, JobState, Prediction
 from slurmsched.store.protocol import CycleKind
 from slurmsched.store.repository import SqlJobRepository
 from slurmsched.submit_cache import CACHE_FILE_NAME, SubmitCache, write_submit_cache
@@ -110,15 +110,21 @@ def _recorded_slurm(tmp_path: Path) -> Path:
 
 
 def _explain(tmp_path, cycles: list[tuple[float, list[Prediction], list[Decision]]], *args: str,
-             applied: Sequence[tuple[str, str | None, str]] = (), slurm: bool = False, exit_code: int = 0):
+             applied: Sequence[tuple[str, str | None, str]] = (), slurm: bool = False, exit_code: int = 0,
+             seen: Sequence[tuple[float, int | None]] = ()):
     """``slurmsched explain 7 ARGS`` over a fresh SQLite database holding ``cycles`` (start
-    time, predictions, decisions) and the ``applied`` changes of job 7 (kind, previous,
-    new); Slurm is the :func:`_recorded_slurm` one with ``slurm``, else a slurm.conf that
-    does not exist (Slurm is not read)."""
+    time, predictions, decisions), the ``applied`` changes of job 7 (kind, previous, new)
+    and the queues the daemon ``seen`` (time, job 7's restart count, or ``None`` when it
+    was not in the queue); Slurm is the :func:`_recorded_slurm` one with ``slurm``, else
+    a slurm.conf that does not exist (Slurm is not read)."""
     url = f"sqlite:///{tmp_path / 'slurmsched.db'}"
     repo = SqlJobRepository.from_url(url, create=True)
     try:
         repo.upgrade()
+        for at, restarts in seen:
+            jobs = () if restarts is None else (
+                JobRecord(job_id=7, user="u", submit_time=at, state=JobState.PENDING, restart_count=restarts),)
+            repo.observe(ClusterSnapshot(taken_at=at, cluster="c1", jobs=jobs, nodes=()))
         for at, predictions, decisions in cycles:
             cycle = repo.start_cycle(at, CycleKind.LIVE)
             repo.record_predictions(cycle, predictions)
@@ -209,6 +215,36 @@ def test_explain_json_of_a_job_never_seen_is_an_error_not_a_document(tmp_path):
     result = _explain(tmp_path, [], "--json", exit_code=1)
     assert result.stdout == ""
     assert result.stderr == "no record of job 7: slurmsched has not seen it pending\n"
+
+
+def test_explain_tells_of_the_job_holding_the_id_now_not_of_an_earlier_one(tmp_path):
+    """A job id comes back when slurmctld loses its state or wraps at MaxJobId: the
+    earlier job's prediction and decisions are not this one's story."""
+    now = time.time()
+    old = [(now - 7200, [Prediction(7, 36000.0, 36000.0, 36000.0, "old job's history")],
+            [Decision(7, "SetSiteFactor", "ok", "old job ranked", "0", "100", 36000.0, 9)])]
+    new = [(now - 60, [Prediction(7, 300.0, 300.0, 300.0, "new job's history")],
+            [Decision(7, "rank", "ranked", "new job ranked", score=300.0, rank=1)])]
+    queues = [(now - 7300, 0), (now - 3600, None), (now - 61, 0)]  # left, then a new job 7 came
+    doc = json.loads(_explain(tmp_path, old + new, "--json", seen=queues).stdout)
+    assert doc["id_reused_at"] == pytest.approx(now - 3600)
+    assert doc["prediction"]["source"] == "new job's history"
+    assert [d["reason"] for d in doc["history"]] == ["new job ranked"]
+    (tmp_path / "text").mkdir()
+    text = _explain(tmp_path / "text", old + new, seen=queues).stdout
+    assert text.startswith("job 7 (the records of an earlier job with this id, which left the queue at ")
+    assert "old job" not in text and "new job ranked" in text, text
+    # The new job 7 not ranked yet: no record of it, and the earlier one's are named.
+    (tmp_path / "none").mkdir()
+    none = _explain(tmp_path / "none", old, "--json", seen=queues, exit_code=1)
+    assert none.stdout == "" and none.stderr.startswith(
+        "no record of job 7: slurmsched has not seen it pending (the records of an earlier job with this id")
+    # A requeued job (restart count 1) that had left the queue when it finished keeps its story.
+    (tmp_path / "requeued").mkdir()
+    requeued = [(now - 7300, 0), (now - 3600, None), (now - 61, 1)]
+    doc = json.loads(_explain(tmp_path / "requeued", old + new, "--json", seen=requeued).stdout)
+    assert doc["id_reused_at"] is None
+    assert [d["reason"] for d in doc["history"]] == ["old job ranked", "new job ranked"]
 
 
 def test_pause_that_cannot_remove_the_submit_cache_says_so_and_stays_paused(tmp_path):

@@ -143,6 +143,44 @@ def test_observe_records_transitions_and_costs_nothing_when_stable(repo: SqlJobR
     assert repo.transitions(1)[-1][0] == 40.0
 
 
+def test_records_of_an_earlier_job_with_a_reused_id_are_told_apart(repo: SqlJobRepository) -> None:
+    """Job 1 leaves the queue and a new job 1 arrives (slurmctld lost its state): records
+    of cycles after the first one left are the new job's. Job 2 finishes, leaves, and is
+    requeued (restart count 1): the same job, so its id was not reused."""
+    def seen(at: float, **restarts: int) -> None:
+        jobs = tuple(JobRecord(job_id=int(j[1:]), user="u", submit_time=at, state=JobState.PENDING,
+                               restart_count=n) for j, n in restarts.items())
+        repo.observe(ClusterSnapshot(taken_at=at, cluster="c1", jobs=jobs, nodes=()))
+
+    def cycle(at: float, estimate_s: float) -> None:
+        cycle_id = repo.start_cycle(at, CycleKind.LIVE)
+        repo.record_predictions(cycle_id, [Prediction(1, estimate_s, estimate_s, estimate_s, "x")])
+        repo.record_decisions(cycle_id, [Decision(1, "rank", "ranked", f"{estimate_s:g}", score=estimate_s, rank=1)])
+
+    seen(10.0, j1=0, j2=0)
+    cycle(10.0, 600.0)
+    seen(20.0, j2=0)
+    seen(30.0)
+    assert repo.id_reused_at(1) is None  # left, nothing came back yet
+    seen(40.0, j1=0, j2=1)
+    cycle(40.0, 60.0)
+    assert repo.id_reused_at(1) == 20.0 and repo.id_reused_at(2) is None and repo.id_reused_at(3) is None
+    assert repo.latest_prediction(1, since=20.0).estimate_s == 60.0
+    assert [d.reason for _, d in repo.decisions_for(1, since=20.0)] == ["60"]
+    assert [d.reason for _, d in repo.decisions_for(1)] == ["600", "60"]
+    assert repo.latest_prediction(1, since=40.0) is None and repo.decisions_for(1, since=40.0) == []
+    # Another cluster's transitions do not count once the database is claimed.
+    repo.observe(ClusterSnapshot(taken_at=50.0, cluster="other", jobs=(), nodes=()))
+    repo.observe(ClusterSnapshot(taken_at=60.0, cluster="other", jobs=(
+        JobRecord(job_id=2, user="u", submit_time=60.0, state=JobState.PENDING),), nodes=()))
+    repo.observe(ClusterSnapshot(taken_at=70.0, cluster="other", jobs=(), nodes=()))
+    repo.observe(ClusterSnapshot(taken_at=80.0, cluster="other", jobs=(
+        JobRecord(job_id=2, user="u", submit_time=80.0, state=JobState.PENDING),), nodes=()))
+    assert repo.id_reused_at(2) == 70.0
+    repo.claim("c1")
+    assert repo.id_reused_at(2) is None
+
+
 def test_cursor_and_pause_flag(repo: SqlJobRepository) -> None:
     assert repo.get_cursor("sacct") is None and repo.is_paused() is False
     repo.set_cursor("sacct", 1.5)

@@ -138,11 +138,11 @@ def run(ctx: click.Context, interval: float | None, once: bool, dry_run: bool | 
 
 # --- status ------------------------------------------------------------------------------
 
-def _prediction_error(repo: JobRepository, now: float, limit: int = 200) -> tuple[int, float, float] | None:
+def _prediction_error(repo: SqlJobRepository, now: float, limit: int = 200) -> tuple[int, float, float] | None:
     """(jobs, median |log2(predicted/actual)|, share within 2x) over recent finished jobs."""
     errors = []
     for job in repo.history(since=now - 30 * 86400)[-limit:]:
-        prediction = repo.latest_prediction(job.job_id)
+        prediction = repo.latest_prediction(job.job_id, before=job.end_time)  # not a later job's of its id
         runtime = job.runtime_s
         if prediction is None or not runtime or prediction.estimate_s <= 0:
             continue

@@ -528,12 +528,18 @@ class SqlJobRepository:
                 conn.execute(insert(PredictionRow), rows)
         self._last_predictions = current
 
-    def latest_prediction(self, job_id: int, *, since: float | None = None) -> Prediction | None:
-        """The most recent prediction for a job; with ``since``, of a cycle that started
-        after it (:meth:`id_reused_at`: the job now holding a reused id), else ``None``."""
+    def latest_prediction(self, job_id: int, *, since: float | None = None,
+                          before: float | None = None) -> Prediction | None:
+        """The most recent prediction for a job, of a cycle that started after ``since``
+        (:meth:`id_reused_at`: the job now holding a reused id) and before ``before`` (a
+        finished job's end: not a later job's of the same id); ``None`` when none was."""
         query = select(PredictionRow).where(PredictionRow.job_id == job_id).order_by(PredictionRow.id.desc()).limit(1)
-        if since is not None:
-            query = query.join(Cycle, Cycle.id == PredictionRow.cycle_id).where(Cycle.started_at > since)
+        if since is not None or before is not None:
+            query = query.join(Cycle, Cycle.id == PredictionRow.cycle_id)
+            if since is not None:
+                query = query.where(Cycle.started_at > since)
+            if before is not None:
+                query = query.where(Cycle.started_at < before)
         with self._conn(write=False) as conn:
             row = conn.execute(query).first()
         if row is None:

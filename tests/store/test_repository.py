@@ -169,6 +169,7 @@ def test_records_of_an_earlier_job_with_a_reused_id_are_told_apart(repo: SqlJobR
     assert [d.reason for _, d in repo.decisions_for(1, since=20.0)] == ["60"]
     assert [d.reason for _, d in repo.decisions_for(1)] == ["600", "60"]
     assert repo.latest_prediction(1, since=40.0) is None and repo.decisions_for(1, since=40.0) == []
+    assert repo.latest_prediction(1, before=30.0).estimate_s == 600.0  # the first job 1, ended at 30
     # Another cluster's transitions do not count once the database is claimed.
     repo.observe(ClusterSnapshot(taken_at=50.0, cluster="other", jobs=(), nodes=()))
     repo.observe(ClusterSnapshot(taken_at=60.0, cluster="other", jobs=(

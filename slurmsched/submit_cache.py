@@ -29,11 +29,11 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Protocol
 
+from slurmsched.atomic import replace_file
 from slurmsched.errors import StoreError
 from slurmsched.planner.scale import SiteFactorScale
 
@@ -209,21 +209,9 @@ def write_submit_cache(path: str | os.PathLike[str], cache: SubmitCache) -> None
     """
     target = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        replace_file(target, render(cache), 0o640)
     except OSError as exc:
         raise StoreError(f"cannot write submit cache {target}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(render(cache))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o640)
-        os.replace(tmp, target)
-    except BaseException as exc:  # an OSError, or the daemon's stop signal: no temporary file stays
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise StoreError(f"cannot write submit cache {target}: {exc.strerror}") from None
-        raise
     log.debug("wrote submit cache %s (%d levels, %d estimates)", target, len(cache.levels), len(listed(cache)))
 
 

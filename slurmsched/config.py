@@ -183,6 +183,9 @@ class DaemonSection:
             the most recently seen first; 0: no cache (the file is left alone).
         submit_cache_lookback_days: only (user, job name) pairs that finished a job within
             this many days go into the cache.
+        metrics_file: after each cycle, write the loop's Prometheus metrics
+            (:mod:`slurmsched.metrics`) to this ``*.prom`` file, for node_exporter's
+            textfile collector (its ``--collector.textfile.directory``); empty: none.
     """
 
     interval_s: Seconds = 60.0
@@ -196,6 +199,7 @@ class DaemonSection:
     submit_cache_max_age_s: Seconds = 900.0
     submit_cache_entries: int = 5000
     submit_cache_lookback_days: float = 30.0
+    metrics_file: str = ""
 
     @property
     def submit_cache_path(self) -> Path:
@@ -236,6 +240,9 @@ class DaemonSection:
         if self.fit_history_jobs < 0:
             raise ConfigError(f"{prefix}.fit_history_jobs must be >= 0, 0 for every finished job "
                               f"(got {self.fit_history_jobs})")
+        if self.metrics_file and not self.metrics_file.endswith(".prom"):
+            raise ConfigError(f"{prefix}.metrics_file must end in .prom, the files node_exporter's textfile "
+                              f"collector reads (got {self.metrics_file!r})")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ Around each cycle the loop
   not. A dry-run daemon neither writes nor removes it: the file belongs to the live
   daemon, and a preview must not change what ``job_submit.lua`` does;
 * survives Slurm or database hiccups: a cycle that fails with a
-  :class:`~slurmsched.errors.SlurmschedError` is logged and retried next interval.
+  :class:`~slurmsched.errors.SlurmschedError` is logged and retried next interval;
+* writes its Prometheus metrics (:mod:`slurmsched.metrics`) after each cycle, failed
+  ones included, when ``daemon.metrics_file`` names a file.
 
 Stopping: the first SIGTERM/SIGINT lets the running cycle finish and then exits; a
 second one stops at once (a cycle in flight rolls its transaction back).
@@ -30,6 +32,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import FrameType
 from typing import Callable, Collection, Sequence, cast
 
@@ -38,6 +41,7 @@ from slurmsched.engine import Clock, CycleReport, Engine, SystemClock
 from slurmsched.engine.cycle import CURSOR, fit_history
 from slurmsched.errors import SlurmschedError
 from slurmsched.gateway.protocol import SlurmGateway
+from slurmsched.metrics import LoopMetrics, write_metrics
 from slurmsched.model import Action, ClusterSnapshot, Decision, JobRecord, JobState, SetFeatures, SetSiteFactor
 from slurmsched.planner import Planner
 from slurmsched.policy import Policy
@@ -105,6 +109,7 @@ class Daemon:
         self._epochs: dict[str, int] = {}
         self._estimates_version: str | None = None
         self._stop_now = False  # a second signal came while updates were being sent
+        self._metrics_failing = False  # the last write of daemon.metrics_file failed
         self.engine = Engine(gateway, repository, self._start_predictor(predictor), policy, planner,
                              dry_run=self.settings.dry_run, fit_limit=self.settings.fit_limit)
 
@@ -126,13 +131,15 @@ class Daemon:
         """
         restore = self._install_signals() if handle_signals else None
         cycles = failed = 0
+        metrics = LoopMetrics(started_at=self.clock.now())
         try:
             while not cast(SystemClock, self.clock).stop.is_set():  # the loop runs on the wall clock
                 began = self.clock.now()
                 try:
-                    self.cycle(began)
+                    metrics.succeeded(self.cycle(began))
                 except SlurmschedError as exc:
                     failed += 1
+                    metrics.failed(began)
                     if once:
                         raise
                     log.error("cycle failed, retrying in %.0f s: %s", self.settings.interval_s, exc)
@@ -141,6 +148,8 @@ class Daemon:
                         log.exception("cycle failed on an internal error (a bug): stopping, so that the "
                                       "service manager restarts slurmsched with a fresh state")
                     raise
+                finally:
+                    self._write_metrics(metrics)
                 cycles += 1
                 if once:
                     break
@@ -175,6 +184,23 @@ class Daemon:
         if not report.dry_run:  # a preview leaves the live daemon's cache alone
             self.refresh_submit_cache(now, active=not report.paused)
         return report
+
+    def _write_metrics(self, metrics: LoopMetrics) -> None:
+        """Write ``daemon.metrics_file``, if set; a failure is logged (once until the next
+        write succeeds), never fails the cycle."""
+        path = self.settings.metrics_file
+        if not path:
+            return
+        try:
+            write_metrics(Path(path), metrics)
+        except OSError as exc:
+            if not self._metrics_failing:
+                log.warning("cannot write metrics file %s: %s (retried after each cycle)", path, exc.strerror)
+            self._metrics_failing = True
+        else:
+            if self._metrics_failing:
+                log.info("metrics file %s written again", path)
+            self._metrics_failing = False
 
     def next_change(self) -> float:
         """The earliest time at which a cycle could act otherwise than one run right after

@@ -15,6 +15,7 @@ import statistics
 import time
 from contextlib import closing
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import click
@@ -616,6 +617,19 @@ def _submit_cache_place(config: Config) -> tuple[str, str]:
     return "ok", f"submit cache {cache}: directory writable"
 
 
+def _metrics_place(path: Path) -> tuple[str, str]:
+    """``config check``'s finding on ``daemon.metrics_file``: ``warn`` where the daemon could
+    not write it (it logs that and goes on, so monitoring would see no new metrics)."""
+    directory = path.parent
+    if path.is_dir():
+        return "warn", f"metrics file {path}: is a directory (daemon.metrics_file names the file)"
+    if not directory.is_dir():
+        return "warn", f"metrics file {path}: directory {directory} does not exist (the daemon does not create it)"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return "warn", f"metrics file {path}: directory {directory} NOT writable"
+    return "ok", f"metrics file {path}: directory writable"
+
+
 @click.group("config")
 def config_group() -> None:
     """Inspect the configuration."""
@@ -699,6 +713,8 @@ def check(ctx: click.Context) -> None:
         else:
             line("ok", "accounting answers")
     line(*_submit_cache_place(config))
+    if config.daemon.metrics_file:
+        line(*_metrics_place(Path(config.daemon.metrics_file)))
     cache = config.daemon.submit_cache_path
     conf_dir = config.slurm.conf_dir
     lua, link = conf_dir / "job_submit.lua", conf_dir / CACHE_FILE_NAME

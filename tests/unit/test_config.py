@@ -88,6 +88,8 @@ def test_seconds_beyond_what_they_feed_are_refused(toml, text, message):
     ("", {"SLURMSCHED_DB_URL": "mysql://x/y"}, r"db\.url: unsupported database 'mysql'"),
     ("", {"SLURMSCHED_DB_URL": "::"}, r"db\.url: not a database URL"),
     ("[daemon]\nfit_history_jobs = -1\n", {}, r"daemon\.fit_history_jobs must be >= 0, 0 for every finished job"),
+    ("", {"SLURMSCHED_DAEMON_METRICS_FILE": "/var/lib/node_exporter/slurmsched.txt"},
+     r"daemon\.metrics_file must end in \.prom, the files node_exporter's textfile collector reads"),
 ])
 def test_values_refused_at_load_name_their_key(toml, text, environ, message):
     with pytest.raises(ConfigError, match=message):

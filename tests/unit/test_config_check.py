@@ -51,3 +51,21 @@ def test_a_capped_level_step_is_a_result_line_not_a_log_record(tmp_path, monkeyp
     scale = SiteFactorScale.build(load_config(config, environ={}).planner, _Slurm.config)
     assert f"warn planner: {scale.cap_warning()}\n" in result.stdout
     assert "WARNING" not in result.output and result.stderr == ""
+
+
+def test_a_metrics_file_the_daemon_could_not_write_is_a_warning(tmp_path):
+    """The daemon logs such a file and goes on, so the check warns and does not fail for it."""
+    env = {"SLURMSCHED_DAEMON_STATE_DIR": str(tmp_path)}
+    assert "metrics file" not in _check(env).stdout  # none configured
+    lines = {}
+    for name, path in (("ok", tmp_path / "slurmsched.prom"), ("missing", tmp_path / "nowhere" / "slurmsched.prom"),
+                       ("directory", tmp_path / "dir.prom")):
+        if name == "directory":
+            path.mkdir()
+        out = _check({**env, "SLURMSCHED_DAEMON_METRICS_FILE": str(path)}).stdout
+        (lines[name],) = [line for line in out.splitlines() if "metrics file" in line]
+    assert lines["ok"] == f"ok   metrics file {tmp_path / 'slurmsched.prom'}: directory writable"
+    assert lines["missing"] == (f"warn metrics file {tmp_path / 'nowhere' / 'slurmsched.prom'}: directory "
+                                f"{tmp_path / 'nowhere'} does not exist (the daemon does not create it)")
+    assert lines["directory"] == (f"warn metrics file {tmp_path / 'dir.prom'}: is a directory "
+                                  "(daemon.metrics_file names the file)")

@@ -103,6 +103,9 @@ class LoopMetrics:
                     [("", last.plan.rpcs)])
             _metric(lines, "deferred_changes", "gauge", "Changes the latest cycle left for later cycles "
                     "(planner.max_rpcs_per_cycle).", [("", last.plan.deferred)])
+            _metric(lines, "changes_in_force", "gauge", "Changes slurmsched holds on jobs, which slurmsched revert "
+                    "restores (those of jobs that left the queue go at the next full pass, within an hour).",
+                    [("", last.in_force)])
             _metric(lines, "paused", "gauge", "1 while paused (slurmsched pause): the daemon sends nothing.",
                     [("", int(last.paused))])
             _metric(lines, "dry_run", "gauge", "1 for a dry-run daemon, which sends nothing.",

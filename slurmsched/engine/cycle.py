@@ -79,6 +79,8 @@ class CycleReport:
         dry_run, paused: why nothing was applied, if so.
         timings: seconds per stage (``snapshot``, ``finished``, ``predict``, ``plan``,
             ``store``, ``apply``, ``record``, ``total``).
+        in_force: changes recorded as in force after the cycle (what ``revert`` would
+            restore; records of jobs that left the queue go at the next full pass).
     """
 
     cycle_id: int
@@ -93,6 +95,7 @@ class CycleReport:
     dry_run: bool
     paused: bool
     timings: dict[str, float] = field(default_factory=dict)
+    in_force: int = 0
 
     @property
     def failed(self) -> int:
@@ -272,7 +275,8 @@ class Engine:
         timings["total"] = timer() - began
         return CycleReport(cycle_id, now, pending, running, len(finished),
                            tuple(outcomes), tuple(decisions), plan,
-                           tuple(t.prediction for t in changes.fresh), self.dry_run, paused, timings)
+                           tuple(t.prediction for t in changes.fresh), self.dry_run, paused, timings,
+                           len(self._applied))
 
     def refit(self, now: float) -> None:
         """Refit the predictor on its history (:func:`fit_history`); every job is predicted again."""

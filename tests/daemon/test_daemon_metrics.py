@@ -37,6 +37,8 @@ def test_each_cycle_writes_the_loop_metrics(daemon_env, busy, tmp_path):
     assert m[("slurmsched_actions_total", ())] == m[("slurmsched_planned_actions", ())] >= 1
     assert m[("slurmsched_action_failures_total", ())] == 0 and m[("slurmsched_paused", ())] == 0
     assert daemon_env.site_factors([job])[job] not in (None, 0)  # the action counted was sent
+    with daemon_env.repo() as repo:
+        assert m[("slurmsched_changes_in_force", ())] == len(repo.applied_changes()) >= 1
     stages = {dict(labels)["stage"] for name, labels in m if name == "slurmsched_cycle_stage_seconds"}
     assert {"snapshot", "predict", "plan", "apply", "store"} <= stages
     assert m[("slurmsched_cycle_duration_seconds", ())] >= m[("slurmsched_cycle_stage_seconds", (("stage", "snapshot"),))]

@@ -36,6 +36,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Callable, Collection, Sequence, cast
 
+from slurmsched import __version__
 from slurmsched.config import Config
 from slurmsched.engine import Clock, CycleReport, Engine, SystemClock
 from slurmsched.engine.cycle import CURSOR, fit_history
@@ -131,7 +132,8 @@ class Daemon:
         """
         restore = self._install_signals() if handle_signals else None
         cycles = failed = 0
-        metrics = LoopMetrics(started_at=self.clock.now())
+        metrics = LoopMetrics(started_at=self.clock.now(), info={
+            "version": __version__, "policy": self.policy.name, "predictor": self.engine.predictor.name})
         try:
             while not cast(SystemClock, self.clock).stop.is_set():  # the loop runs on the wall clock
                 began = self.clock.now()

@@ -15,7 +15,6 @@ file names no user or job, so it is world-readable (mode 0644). What to alert on
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -34,6 +33,7 @@ class LoopMetrics:
 
     Attributes:
         started_at: when the daemon started (POSIX seconds).
+        info: labels of ``slurmsched_info`` (``version``, ``policy``, ``predictor``).
         cycles: cycles that succeeded, by kind (``live``, ``dry-run``, ``paused``).
         failures: cycles that failed (Slurm or the database did not answer).
         last_failure_at: when the latest of those started, if any did.
@@ -44,6 +44,7 @@ class LoopMetrics:
     """
 
     started_at: float
+    info: dict[str, str] = field(default_factory=dict)
     cycles: dict[str, int] = field(default_factory=lambda: {kind.value: 0 for kind in (
         CycleKind.LIVE, CycleKind.DRY_RUN, CycleKind.PAUSED)})
     failures: int = 0
@@ -71,6 +72,8 @@ class LoopMetrics:
         """The metrics in Prometheus's text exposition format (version 0.0.4)."""
         last = self.last
         lines: list[str] = []
+        _metric(lines, "info", "gauge", "1, labelled with the daemon's version, policy and predictor.",
+                [(",".join(f'{key}="{_escape(value)}"' for key, value in self.info.items()), 1)])
         _metric(lines, "start_time_seconds", "gauge", "When the daemon started (POSIX seconds).",
                 [("", self.started_at)])
         _metric(lines, "cycles_total", "counter", "Cycles that ran to their end since the daemon started, by kind.",
@@ -120,10 +123,14 @@ def _metric(lines: list[str], name: str, kind: str, help_text: str,
     lines += [f"{full}{{{labels}}} {_value(v)}" if labels else f"{full} {_value(v)}" for labels, v in samples]
 
 
+def _escape(text: str) -> str:
+    """A label value as the text format quotes it (backslash, double quote and line feed escaped)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def _value(value: float | int) -> str:
-    if isinstance(value, int):
-        return str(value)
-    return repr(value) if math.isfinite(value) else ("NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf")
+    """A sample's value: an integer as such, a float to the last bit (every value is finite)."""
+    return repr(value)
 
 
 def write_metrics(path: Path, metrics: LoopMetrics) -> None:

@@ -8,6 +8,7 @@ import stat
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from slurmsched import __version__
 from slurmsched.errors import SlurmError
 
 pytestmark = pytest.mark.slurm
@@ -29,6 +30,7 @@ def test_each_cycle_writes_the_loop_metrics(daemon_env, busy, tmp_path):
     daemon_env.write(metrics_file=str(path))
     assert daemon_env.daemon().run(once=True, handle_signals=False).failed == 0
     m = _read(path)
+    assert m[("slurmsched_info", (("policy", "qssf"), ("predictor", "helios"), ("version", __version__)))] == 1
     assert m[("slurmsched_cycles_total", (("kind", "live"),))] == 1
     assert m[("slurmsched_cycles_total", (("kind", "paused"),))] == 0
     assert m[("slurmsched_cycle_failures_total", ())] == 0

@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.dev_cluster import start_cluster, stop_cluster  # noqa: E402
+from bench.support.dev_cluster import start_cluster, stop_cluster  # noqa: E402
 from slurmsched.gateway import CliGateway  # noqa: E402
 from slurmsched.gateway.parse import parse_squeue  # noqa: E402
 from slurmsched.model import SetSiteFactor  # noqa: E402

@@ -72,7 +72,7 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.dev_cluster import start_cluster, stop_cluster  # noqa: E402
+from bench.support.dev_cluster import start_cluster, stop_cluster  # noqa: E402
 from slurmsched.config import load_config  # noqa: E402
 from slurmsched.gateway import CliGateway  # noqa: E402
 from slurmsched.model import JobRecord  # noqa: E402

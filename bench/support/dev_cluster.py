@@ -1,8 +1,8 @@
 """The dev Slurm cluster for the benchmarks that need one: started with the project's own
 ``contrib/dev-cluster/up.sh`` and stopped again afterwards, unless it was already up.
 
-Imported by ``bench/gateway.py`` and ``bench/live_replay.py`` (as ``bench.dev_cluster``:
-each puts the repository on ``sys.path``).
+A helper, not a benchmark: imported by ``bench/gateway.py`` and ``bench/live_replay.py``
+(as ``bench.support.dev_cluster``: each puts the repository on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
-DEV_CLUSTER = Path(__file__).resolve().parents[1] / "contrib" / "dev-cluster"
+DEV_CLUSTER = Path(__file__).resolve().parents[2] / "contrib" / "dev-cluster"
 _EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 

@@ -59,7 +59,7 @@ class LoopMetrics:
         kind = CycleKind.DRY_RUN if report.dry_run else CycleKind.PAUSED if report.paused else CycleKind.LIVE
         self.cycles[kind.value] += 1
         self.sent += len(report.outcomes)
-        self.refused += sum(1 for o in report.outcomes if not o.ok)
+        self.refused += report.failed
         self.finished += report.finished
         self.last = report
 

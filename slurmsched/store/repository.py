@@ -32,6 +32,8 @@ from slurmsched.store.schema import (AppliedChangeRow, Control, Cursor, Cycle, D
 
 #: ``to_state`` of the transition recorded when a job leaves the live queue.
 GONE = "GONE"
+#: The cluster that claimed the database (:meth:`SqlJobRepository.claim`), from the control row.
+_OWNER = select(Control.cluster).where(Control.id == 1)
 #: Rows (for cycles: cycles with their predictions and decisions) one purge transaction
 #: deletes at most, so a daemon's cycle waits for one batch at most.
 PURGE_BATCH = 2000
@@ -391,7 +393,7 @@ class SqlJobRepository:
         query = (select(Transition.at, Transition.from_state, Transition.to_state, Transition.restart_count)
                  .where(Transition.job_id == job_id).order_by(Transition.at, Transition.id))
         with self._conn(write=False) as conn:
-            cluster = conn.execute(select(Control.cluster).where(Control.id == 1)).scalar_one_or_none()
+            cluster = conn.execute(_OWNER).scalar_one_or_none()
             if cluster:
                 query = query.where(Transition.cluster == cluster)
             rows = conn.execute(query).all()
@@ -450,7 +452,7 @@ class SqlJobRepository:
             conn.execute(dialect.insert(Control).values(id=1, paused=False, updated_at=time.time())
                          .on_conflict_do_nothing(index_elements=["id"]))
             conn.execute(update(Control).where(Control.id == 1, Control.cluster.is_(None)).values(cluster=cluster))
-            owner = conn.execute(select(Control.cluster).where(Control.id == 1)).scalar_one()
+            owner = conn.execute(_OWNER).scalar_one()
         refused = DatabaseOfAnotherCluster.refusal(self.url, owner, cluster)
         if refused is not None:
             raise refused
@@ -458,7 +460,7 @@ class SqlJobRepository:
     def owner(self) -> str | None:
         """The cluster whose daemon claimed the database (:meth:`claim`), if one did."""
         with self._conn(write=False) as conn:
-            return conn.execute(select(Control.cluster).where(Control.id == 1)).scalar_one_or_none()
+            return conn.execute(_OWNER).scalar_one_or_none()
 
     def check_cluster(self, cluster: str) -> None:
         """:meth:`claim`'s refusal, without claiming: for commands that only read.
@@ -474,7 +476,7 @@ class SqlJobRepository:
         """Forget the database's cluster (``slurmsched db release``), so that the next claim
         takes it; returns the cluster it held, if any."""
         with self._conn() as conn:
-            owner = conn.execute(select(Control.cluster).where(Control.id == 1)).scalar_one_or_none()
+            owner = conn.execute(_OWNER).scalar_one_or_none()
             conn.execute(update(Control).where(Control.id == 1).values(cluster=None))
         return owner
 

@@ -599,8 +599,6 @@ def _submit_cache_place(config: Config) -> tuple[str, str]:
     if not settings.writes_submit_cache:
         why = "daemon.dry_run" if settings.dry_run else "daemon.submit_cache_entries = 0"
         return "ok", f"submit cache {cache}: not written ({why})"
-    if cache.is_dir():
-        return "FAIL", f"submit cache {cache}: is a directory (daemon.submit_cache names the file)"
     directory = cache.parent
     if not directory.exists():
         db = parse_url(config.db_url)
@@ -608,26 +606,32 @@ def _submit_cache_place(config: Config) -> tuple[str, str]:
                                                   == os.path.abspath(os.path.dirname(db.database or ""))):
             return "warn", (f"submit cache {cache}: directory {directory} does not exist "
                             "('slurmsched db upgrade' makes it)")
-        return "FAIL", (f"submit cache {cache}: directory {directory} does not exist: the daemon does not "
-                        "create it (make it, writable by the daemon's user)")
-    if not directory.is_dir():
-        return "FAIL", f"submit cache {cache}: {directory} is not a directory"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return "FAIL", f"submit cache {cache}: directory {directory} NOT writable"
-    return "ok", f"submit cache {cache}: directory writable"
+    problem = _unwritable(cache, "submit cache", "daemon.submit_cache")
+    return ("FAIL", problem) if problem else ("ok", f"submit cache {cache}: directory writable")
 
 
 def _metrics_place(path: Path) -> tuple[str, str]:
     """``config check``'s finding on ``daemon.metrics_file``: ``warn`` where the daemon could
     not write it (it logs that and goes on, so monitoring would see no new metrics)."""
-    directory = path.parent
+    problem = _unwritable(path, "metrics file", "daemon.metrics_file")
+    return ("warn", problem) if problem else ("ok", f"metrics file {path}: directory writable")
+
+
+def _unwritable(path: Path, what: str, key: str) -> str | None:
+    """Why the daemon could not replace the file at ``path`` (:func:`~slurmsched.atomic.replace_file`:
+    a temporary file beside it, renamed over it), ``what`` that file is and the config
+    ``key`` naming it; ``None`` when it could."""
     if path.is_dir():
-        return "warn", f"metrics file {path}: is a directory (daemon.metrics_file names the file)"
+        return f"{what} {path}: is a directory ({key} names the file)"
+    directory = path.parent
+    if not directory.exists():
+        return (f"{what} {path}: directory {directory} does not exist: the daemon does not create it "
+                "(make it, writable by the daemon's user)")
     if not directory.is_dir():
-        return "warn", f"metrics file {path}: directory {directory} does not exist (the daemon does not create it)"
+        return f"{what} {path}: {directory} is not a directory"
     if not os.access(directory, os.W_OK | os.X_OK):
-        return "warn", f"metrics file {path}: directory {directory} NOT writable"
-    return "ok", f"metrics file {path}: directory writable"
+        return f"{what} {path}: directory {directory} NOT writable"
+    return None
 
 
 @click.group("config")

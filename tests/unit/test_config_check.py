@@ -66,6 +66,7 @@ def test_a_metrics_file_the_daemon_could_not_write_is_a_warning(tmp_path):
         (lines[name],) = [line for line in out.splitlines() if "metrics file" in line]
     assert lines["ok"] == f"ok   metrics file {tmp_path / 'slurmsched.prom'}: directory writable"
     assert lines["missing"] == (f"warn metrics file {tmp_path / 'nowhere' / 'slurmsched.prom'}: directory "
-                                f"{tmp_path / 'nowhere'} does not exist (the daemon does not create it)")
+                                f"{tmp_path / 'nowhere'} does not exist: the daemon does not create it "
+                                "(make it, writable by the daemon's user)")
     assert lines["directory"] == (f"warn metrics file {tmp_path / 'dir.prom'}: is a directory "
                                   "(daemon.metrics_file names the file)")

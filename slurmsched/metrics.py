@@ -56,8 +56,7 @@ class LoopMetrics:
 
     def succeeded(self, report: CycleReport) -> None:
         """Count a cycle that ran to its end."""
-        kind = CycleKind.DRY_RUN if report.dry_run else CycleKind.PAUSED if report.paused else CycleKind.LIVE
-        self.cycles[kind.value] += 1
+        self.cycles[report.kind.value] += 1
         self.sent += len(report.outcomes)
         self.refused += report.failed
         self.finished += report.finished

@@ -102,6 +102,18 @@ class CycleReport:
         """Actions Slurm refused."""
         return sum(1 for o in self.outcomes if not o.ok)
 
+    @property
+    def kind(self) -> CycleKind:
+        """What the cycle was recorded as (:func:`cycle_kind`)."""
+        return cycle_kind(self.dry_run, self.paused)
+
+
+def cycle_kind(dry_run: bool, paused: bool) -> CycleKind:
+    """What a cycle is recorded as: dry-run wins over paused; either sends nothing."""
+    if dry_run:
+        return CycleKind.DRY_RUN
+    return CycleKind.PAUSED if paused else CycleKind.LIVE
+
 
 def fit_history(repository: JobRepository, limit: int | None) -> list[JobRecord]:
     """The finished jobs a fit learns from: the newest ``limit`` by end time
@@ -251,7 +263,7 @@ class Engine:
             lap("apply")
             with self.repository.transaction():
                 paused = self.repository.is_paused() if paused is None else paused
-                cycle_id = self.repository.start_cycle(now, self._kind(paused))
+                cycle_id = self.repository.start_cycle(now, cycle_kind(self.dry_run, paused))
                 if finished:
                     self.repository.ingest_finished(finished)
                 cursor = max([cursor] + [j.end_time for j in finished if j.end_time is not None])
@@ -306,12 +318,6 @@ class Engine:
         return self._tracker.ranking(now)
 
     # -- stages ---------------------------------------------------------------------
-
-    def _kind(self, paused: bool) -> CycleKind:
-        """What this cycle is recorded as: dry-run wins over paused; either sends nothing."""
-        if self.dry_run:
-            return CycleKind.DRY_RUN
-        return CycleKind.PAUSED if paused else CycleKind.LIVE
 
     def _read_finished(self, now: float) -> tuple[list[JobRecord], float]:
         """Finished jobs from accounting not seen before, and the cursor they were read from.

@@ -74,7 +74,8 @@ class JobRecord:
     ``end_time`` set). Fields a source cannot supply keep their defaults.
 
     Attributes:
-        job_id: Slurm job id (for array tasks, the task's own id).
+        job_id: Slurm job id (for array tasks, the task's own id; for a component of a
+            heterogeneous job, the component's own id: its leader's id plus its offset).
         user: user name (or anonymised id for traces).
         submit_time: POSIX seconds when the job was submitted.
         time_limit_s: requested wall time in seconds; ``None`` when unlimited or unknown.
@@ -87,6 +88,10 @@ class JobRecord:
         switches: requested leaf-switch count (``--switches``); ``None``/0 means none.
         switch_wait_s: the most a job may wait for ``switches``.
         restart_count: how many times Slurm requeued this job.
+        het_job_id: the leader's job id when this job is a component of a heterogeneous
+            job (``sbatch ... : ...``), else ``None``.
+        het_job_offset: the component's offset in its heterogeneous job (0: the leader,
+            whose allocation runs the batch script), else ``None``.
         exit_code: exit status of the batch script for finished jobs.
     """
 
@@ -123,6 +128,8 @@ class JobRecord:
     nice: int = 0
     restart_count: int = 0
     exit_code: int | None = None
+    het_job_id: int | None = None
+    het_job_offset: int | None = None
 
     @property
     def runtime_s(self) -> float | None:

@@ -287,6 +287,8 @@ class SqueueJob(msgspec.Struct, gc=False):
     priority: Any = None
     nice: Any = None
     restart_cnt: Any = None
+    het_job_id: Any = None
+    het_job_offset: Any = None
 
 
 class _SqueueDocument(msgspec.Struct, gc=False):
@@ -349,6 +351,7 @@ def _squeue_job(job: SqueueJob, state: JobState, factors: Mapping[int, int]) -> 
     """One record; the hot loop of every cycle (once per job in the queue)."""
     job_id = int(_required(job.job_id, "job_id"))
     pending = state is _PENDING
+    het_job_id = _int(job.het_job_id) or None  # 0: not a heterogeneous job
     nodes = _int(job.node_count) or 1
     cpus = _int(job.cpus) or 1
     gres = parse_gres(_text(job.tres_per_node))
@@ -392,6 +395,8 @@ def _squeue_job(job: SqueueJob, state: JobState, factors: Mapping[int, int]) -> 
         admin_comment=_text(job.admin_comment),
         nice=_int(job.nice) or 0,
         restart_count=_int(job.restart_cnt) or 0,
+        het_job_id=het_job_id,
+        het_job_offset=(_int(job.het_job_offset) or 0) if het_job_id is not None else None,
     )
 
 

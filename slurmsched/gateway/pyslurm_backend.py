@@ -176,6 +176,8 @@ def _live_job(job: Any, factors: Mapping[int, int]) -> JobRecord:
         site_factor=factors.get(int(job.id)) if state is JobState.PENDING else None,
         admin_comment=_text(job.admin_comment),
         nice=job.nice or 0, restart_count=job.requeue_count or 0,
+        het_job_id=job.hetjob_id or None,
+        het_job_offset=(job.hetjob_offset or 0) if job.hetjob_id else None,
     )
 
 

@@ -68,7 +68,8 @@ def test_pyslurm_job_conversion_handles_known_pitfalls():
         state_reason="None", eligible_time=1795347329, start_time=1795350060, time_limit=240, num_nodes=2,
         cpus=2, memory=2048, gres_per_node={"gres/gpu:a100": 2}, tres_per_node=None, constraints=["a100"],
         excluded_nodes="gpu03", allocated_nodes=None, required_switches=1, max_wait_time_switches=300,
-        priority=1121, nice=0, requeue_count=1, admin_comment="slurmsched:site_factor=500")
+        priority=1121, nice=0, requeue_count=1, admin_comment="slurmsched:site_factor=500",
+        hetjob_id=None, hetjob_offset=None)
     record = _live_job(job, {81: 500})
     assert (record.array_job_id, record.array_task_id) == (79, 0)  # task 0 comes back as None
     assert record.reason == "" and record.start_time is None and record.site_factor == 500
@@ -81,6 +82,10 @@ def test_pyslurm_job_conversion_handles_known_pitfalls():
                                            "array_id": 0, "gres_per_node": {}}), {81: 500})
     assert running.state is JobState.RUNNING and running.site_factor is None and running.time_limit_s is None
     assert running.start_time == 1795350060.0 and running.gpus == 0 and running.array_task_id is None
+    assert (record.het_job_id, record.het_job_offset) == (None, None)
+    leader = _live_job(SimpleNamespace(**{**vars(job), "hetjob_id": 81}), {})  # offset 0 comes back as None
+    other = _live_job(SimpleNamespace(**{**vars(job), "id": 82, "hetjob_id": 81, "hetjob_offset": 1}), {})
+    assert [(r.het_job_id, r.het_job_offset) for r in (leader, other)] == [(81, 0), (81, 1)]
 
 
 def test_pyslurm_node_conversion():

@@ -78,7 +78,30 @@ def test_squeue_2205_arrays_multinode_cpu_only_requeued_gpus_per_job():
     assert 18 not in jobs  # FAILED
 
 
+def test_squeue_2205_heterogeneous_job_components():
+    jobs = by_id(parse_squeue(raw("22.05/squeue_hetjob.json"), {2489: 3, 2490: 3}))  # sbatch with "#SBATCH hetjob"
+    assert sorted(jobs) == [2489, 2490]
+    leader, other = jobs[2489], jobs[2490]
+    assert (leader.het_job_id, leader.het_job_offset, leader.gpus) == (2489, 0, 1)
+    assert (other.het_job_id, other.het_job_offset, other.gpus) == (2489, 1, 2)
+    assert other.site_factor == 3 and other.state is JobState.PENDING
+    plain = by_id(parse_squeue(raw("22.05/squeue.json")))[62]  # het_job_id 0: no heterogeneous job
+    assert (plain.het_job_id, plain.het_job_offset) == (None, None)
+
+
 # --- squeue: 25.11 ------------------------------------------------------------------
+
+def test_squeue_2511_heterogeneous_job_numbers_are_wrapped():
+    doc = json.loads(raw("25.11/squeue.json"))
+    plain = doc["jobs"][1]
+    assert plain["het_job_id"] == {"set": True, "infinite": False, "number": 0}
+    assert by_id(parse_squeue(json.dumps(doc)))[plain["job_id"]].het_job_id is None
+    for offset, job in enumerate(doc["jobs"][1:3]):  # the same two jobs as components of one
+        job["het_job_id"] = {"set": True, "infinite": False, "number": 72}
+        job["het_job_offset"] = {"set": True, "infinite": False, "number": offset}
+    jobs = by_id(parse_squeue(json.dumps(doc)))
+    assert [(jobs[i].het_job_id, jobs[i].het_job_offset) for i in (72, 73)] == [(72, 0), (72, 1)]
+
 
 def test_squeue_2511_wrapped_numbers_and_state_lists():
     jobs = by_id(parse_squeue(raw("25.11/squeue.json"), {72: 500}))

@@ -15,6 +15,10 @@ need anything redone:
 * re-plan: the above, plus jobs whose plan-relevant fields changed (SiteFactor,
   features, switches, hold) and jobs whose last plan is not in place yet.
 
+The pending components of a heterogeneous job are scored as one job, as
+:meth:`Policy.rank` scores them (:mod:`slurmsched.policy.hetjob`): they share one scorer,
+made again when any of them changes, arrives or leaves, and are re-scored together.
+
 It also keeps the expected work of the whole pending queue (:meth:`Policy.work`), so a
 newly seen job's backlog wait (:func:`~slurmsched.policy.base.backlog_waits`) costs
 nothing more than its own prediction; the backlog wait is fixed from then on. The
@@ -38,6 +42,7 @@ from typing import AbstractSet as Set, Collection, Sequence
 
 from slurmsched.model import JobRecord, NodeRecord, Prediction, QueueDelta
 from slurmsched.policy.base import JobScore, Policy, Ranking, Scorer, backlog_waits, sort_key
+from slurmsched.policy.hetjob import as_one, component_order, whole
 from slurmsched.predict.protocol import Predictor
 
 
@@ -88,6 +93,13 @@ class QueueChanges:
     departed: tuple[int, ...]
 
 
+def _as_whole(members: Sequence[Tracked]) -> tuple[JobRecord, Prediction, float]:
+    """A heterogeneous job's tracked components (in component order) as one job: its
+    record (:func:`~slurmsched.policy.hetjob.whole`), prediction and backlog wait (its leader's)."""
+    lead = members[0]
+    return whole([m.job for m in members]), lead.prediction, lead.backlog_s
+
+
 class QueueTracker:
     """Per-job predictions, scores and order, updated by what changed.
 
@@ -109,6 +121,8 @@ class QueueTracker:
         self._due_times: list[float] = []  # heap of the keys of _due
         self._by_user: dict[str, set[int]] = {}
         self._by_name: dict[str, set[int]] = {}
+        self._hets: dict[int, set[int]] = {}  # het_job_id -> ids of its tracked components
+        self._regroup: set[int] = set()  # het_job_ids whose components arrived or left since the last rescore
         self._version: str | None = None
         self._seen_ids: Set[int] = frozenset()
         self._seen_records: Sequence[JobRecord] = ()
@@ -201,6 +215,9 @@ class QueueTracker:
         replan.difference_update(predict, expired)
         fresh = self._predict(list(predict.values()), version, nodes)
         rescore.extend(table[i] for i in predict)
+        if self._hets:
+            rescore = self._grouped(rescore)
+            replan.difference_update(t.job.job_id for t in rescore)
         self._rescore(rescore, now)
         return QueueChanges(tuple(rescore) + tuple(table[i] for i in replan), tuple(fresh), departed)
 
@@ -244,6 +261,9 @@ class QueueTracker:
                                   work=work(job, prediction))
                 self.jobs[job.job_id] = tracked
                 self._index(tracked)
+                if job.het_job_id is not None:
+                    self._hets.setdefault(job.het_job_id, set()).add(job.job_id)
+                    self._regroup.add(job.het_job_id)
                 fresh.append(tracked)
                 arrived.append(tracked)
                 continue
@@ -289,6 +309,41 @@ class QueueTracker:
                 if not ids:
                     del index[key]
 
+    def _grouped(self, jobs: list[Tracked]) -> list[Tracked]:
+        """``jobs`` and the other tracked components of every heterogeneous job among them
+        or whose components arrived or left, each component of a job with several given the
+        scorer of the whole job (:func:`~slurmsched.policy.hetjob.whole`, predicted and
+        waiting as its leader), made again when any component's scorer was unset."""
+        hets, regroup = self._hets, self._regroup
+        touched = {t.job.het_job_id for t in jobs if t.job.het_job_id in hets}
+        touched.update(het for het in regroup if het in hets)
+        self._regroup = set()
+        if not touched:
+            return jobs
+        grouped = [t for t in jobs if t.job.het_job_id not in touched]
+        for het in sorted(touched):
+            members = self._members(het)
+            if het in regroup:
+                for member in members:
+                    member.scorer = None
+            if len(members) > 1 and any(member.scorer is None for member in members):
+                scorer = self.policy.scorer(*_as_whole(members))
+                for member in members:
+                    member.scorer = scorer
+            grouped.extend(members)
+        return grouped
+
+    def _components(self, job: JobRecord) -> list[Tracked] | None:
+        """The tracked components of the job's heterogeneous job in component order, when it has several."""
+        het = job.het_job_id
+        if het is None or len(self._hets.get(het, ())) < 2:
+            return None
+        return self._members(het)
+
+    def _members(self, het: int) -> list[Tracked]:
+        """The tracked components of heterogeneous job ``het``, in component order."""
+        return sorted((self.jobs[i] for i in self._hets[het]), key=lambda t: component_order(t.job))
+
     def _rescore(self, jobs: list[Tracked], now: float) -> None:
         """Score ``jobs`` again, note when time changes their score next, and move them in the order."""
         make_scorer, unsettled, order = self.policy.scorer, self.unsettled, self._order
@@ -324,6 +379,14 @@ class QueueTracker:
             self._remove(tracked.order)
         self._unindex(tracked)
         self.unsettled.discard(tracked.job.job_id)
+        het = tracked.job.het_job_id
+        if het is not None:
+            ids = self._hets[het]
+            ids.discard(tracked.job.job_id)
+            if ids:
+                self._regroup.add(het)
+            else:
+                del self._hets[het]
 
     def _remove(self, key: tuple[float, float, int]) -> None:
         index = bisect_left(self._order, key)
@@ -345,8 +408,13 @@ class QueueTracker:
             self._reasons, self._reasons_at = {}, now
         reason = self._reasons.get(tracked.job.job_id)
         if reason is None:
-            reason = self._reasons[tracked.job.job_id] = self.policy.explain(
-                tracked.job, tracked.prediction, now, tracked.backlog_s)
+            members = self._components(tracked.job)
+            if members is None:
+                reason = self.policy.explain(tracked.job, tracked.prediction, now, tracked.backlog_s)
+            else:
+                subject, prediction, backlog_s = _as_whole(members)
+                reason = as_one(self.policy.explain(subject, prediction, now, backlog_s), [m.job for m in members])
+            self._reasons[tracked.job.job_id] = reason
         return reason
 
     def ranking(self, now: float) -> Ranking:

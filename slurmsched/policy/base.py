@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from slurmsched.model import JobRecord, NodeRecord, Prediction
+from slurmsched.policy.hetjob import as_one, het_groups, whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,12 +192,19 @@ class ScoringPolicy:
         raise NotImplementedError
 
     def rank(self, context: PolicyContext) -> Ranking:
-        """Every pending job scored and sorted, with reasons."""
+        """Every pending job scored and sorted, with reasons; the pending components of a
+        heterogeneous job as one job (:mod:`slurmsched.policy.hetjob`)."""
         now, predictions, backlogs = context.now, context.predictions, context.backlogs
-        rows = sorted((sort_key(job, self.score(job, predictions.get(job.job_id), now,
-                                                backlogs.get(job.job_id, 0.0))), job)
-                      for job in context.pending)
-        scores = tuple(JobScore(job.job_id, key[0], i,
-                                self.explain(job, predictions.get(job.job_id), now, backlogs.get(job.job_id, 0.0)))
-                       for i, (key, job) in enumerate(rows, 1))
+        groups = het_groups(context.pending)
+
+        def verdict(job: JobRecord) -> tuple[float, str]:
+            group = groups.get(job.het_job_id) if job.het_job_id is not None else None
+            subject, lead = (job, job.job_id) if group is None else (whole(group), group[0].job_id)
+            prediction, backlog = predictions.get(lead), backlogs.get(lead, 0.0)
+            reason = self.explain(subject, prediction, now, backlog)
+            return self.score(subject, prediction, now, backlog), reason if group is None else as_one(reason, group)
+
+        verdicts = {job.job_id: verdict(job) for job in context.pending}
+        rows = sorted((sort_key(job, verdicts[job.job_id][0]), job) for job in context.pending)
+        scores = tuple(JobScore(job.job_id, key[0], i, verdicts[job.job_id][1]) for i, (key, job) in enumerate(rows, 1))
         return Ranking(self.name, self.reorders, scores, self.guard_s)

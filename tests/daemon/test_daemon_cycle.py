@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -36,6 +37,24 @@ def test_once_orders_by_predicted_service_and_never_shortens_time_limits(daemon_
     daemon = daemon_env.daemon()
     report = daemon.cycle(time.time())
     assert report.plan.actions == () and report.outcomes == ()
+
+
+def test_a_heterogeneous_jobs_components_get_one_site_factor_of_the_whole_job(daemon_env, busy):
+    _seed(daemon_env)
+    leader = busy.submit("--gres=gpu:1", "-t", "120", ":", "--gres=gpu:2", "-t", "120", name="long")
+    components = dict(line.split() for line in daemon_env.cluster.run(
+        "squeue", "-h", "-j", str(leader), "-o", "%i %A").stdout.splitlines())  # 2481+1 -> 2482
+    other = int(components[f"{leader}+1"])
+    single = busy.submit("--gres=gpu:1", "-t", "120", name="long")
+    result = daemon_env.daemon().run(once=True, handle_signals=False)
+    assert (result.cycles, result.failed) == (1, 0)
+    factors = daemon_env.site_factors([leader, other, single])
+    # the whole job: 3 GPUs x ~83 min, ordered after the same run on 1 GPU
+    assert factors[leader] == factors[other] and 0 < factors[leader] < factors[single]
+    explained = daemon_env.cli("explain", str(other)).stdout
+    assert f"heterogeneous job {leader} (2 components, scored as one)" in explained and "x 3 GPUs" in explained
+    assert re.search(r"^reverted 3 changes on 3 jobs", daemon_env.cli("revert").stdout, re.M)
+    assert daemon_env.site_factors([leader, other]) == {leader: 0, other: 0}
 
 
 def test_dry_run_sends_nothing_to_slurm(daemon_env, busy, lua_cache):

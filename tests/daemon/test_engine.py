@@ -54,10 +54,13 @@ class World:
         self.blocker = self.submit(16, limit_h=100, user="blocker")
         assert [j.job_id for j in self.slurm.schedule()] == [self.blocker.job_id]
 
-    def submit(self, gpus: int, *, limit_h: float, user: str = "alice", name: str = "train") -> SimJob:
+    def submit(self, gpus: int, *, limit_h: float, user: str = "alice", name: str = "train",
+               het: tuple[int, int] | None = None) -> SimJob:
+        """Queue a job; ``het``: ``(het_job_id, offset)`` of a heterogeneous job's component."""
         job_id, self.next_id = self.next_id, self.next_id + 1
         record = JobRecord(job_id=job_id, user=user, name=name, submit_time=self.clock.now(), partition="batch",
-                           gpus=gpus, nodes=-(-gpus // 8), time_limit_s=int(limit_h * HOUR), site_factor=0)
+                           gpus=gpus, nodes=-(-gpus // 8), time_limit_s=int(limit_h * HOUR), site_factor=0,
+                           het_job_id=het[0] if het else None, het_job_offset=het[1] if het else None)
         job = SimJob(trace=record, job_id=job_id, submit=record.submit_time, duration=limit_h * HOUR / 2,
                      units=gpus, bf_limit=limit_h * HOUR, final_state=JobState.COMPLETED,
                      partition=self.spec.partition("batch"), nodes=record.nodes)
@@ -67,6 +70,14 @@ class World:
     def cycle(self, at_h: float):
         self.clock.advance_to(START + at_h * HOUR)
         return self.engine.run_cycle(self.clock.now())
+
+    def cycle_as_reference(self, at_h: float):
+        """A cycle at ``at_h``, whose actions must be the reference plan's; returns both."""
+        self.clock.advance_to(START + at_h * HOUR)
+        expected = self.reference_plan()
+        report = self.engine.run_cycle(self.clock.now())
+        assert actions_of(report.plan) == actions_of(expected), f"at {at_h:.2f} h"
+        return report, expected
 
     def reference_plan(self):
         """What the planner plans for the whole queue as it stands (before the next cycle),
@@ -102,14 +113,60 @@ def test_incremental_engine_plans_what_the_planner_plans_for_the_whole_queue() -
             world.submit(rng.choice([1, 2, 4, 8, 16]), limit_h=rng.choice([0.25, 1, 4, 12, 48]),
                          user=rng.choice(["ann", "bob", "cy"]))
         at += rng.choice([0.01, 0.3, 1.0, 2.5])
-        world.clock.advance_to(START + at * HOUR)
-        expected = world.reference_plan()
-        report = world.engine.run_cycle(world.clock.now())
-        assert actions_of(report.plan) == actions_of(expected), f"step {step} at {at:.2f} h"
+        report, expected = world.cycle_as_reference(at)
         assert {a.job_id for a in report.plan.adopted} == {a.job_id for a in expected.adopted}
     assert world.slurm.pending_count > 50
     stretched = [t for t in world.engine._tracker.jobs.values() if t.backlog_s > POLICY_ARGS["max_wait_h"] * HOUR]
     assert stretched  # the queue grew long enough to stretch guards: the backlog waits were compared too
+
+
+def submit_het(world: World, sizes: list[int], *, limit_h: float, user: str = "alice") -> list[SimJob]:
+    """A heterogeneous job: one component per size, with consecutive ids from the leader's."""
+    leader = world.next_id
+    return [world.submit(gpus, limit_h=limit_h, user=user, het=(leader, offset)) for offset, gpus in enumerate(sizes)]
+
+
+def test_heterogeneous_components_get_the_site_factor_of_the_whole_job() -> None:
+    world = World()
+    small = world.submit(1, limit_h=4)
+    components = submit_het(world, [1, 8], limit_h=4)
+    whole = world.submit(9, limit_h=4)
+    report = world.cycle(0.1)
+    factors = site_factors(world)
+    ids = [c.job_id for c in components]
+    assert factors[ids[0]] == factors[ids[1]] == factors[whole.job_id] < factors[small.job_id]
+    ranks = {d.job_id: d.rank for d in report.decisions if d.kind == "rank"}
+    assert ranks[ids[1]] == ranks[ids[0]] + 1  # side by side, the leader first
+    reason = world.engine.ranking(world.clock.now()).scores[ranks[ids[1]] - 1].reason
+    assert reason.startswith(f"heterogeneous job {ids[0]} (2 components, scored as one): ")
+    assert "9 GPUs" in reason
+
+
+def test_heterogeneous_jobs_are_planned_as_the_planner_plans_the_whole_queue() -> None:
+    world = World(dataclasses.replace(Config(), planner=PlannerSection(max_rpcs_per_cycle=10_000)))
+    rng = random.Random(11)
+    at = 0.0
+    for step in range(30):
+        for _ in range(rng.randrange(0, 4)):
+            sizes = [rng.choice([1, 2, 4, 8]) for _ in range(rng.choice([1, 2, 3]))]
+            limit_h, user = rng.choice([0.25, 1, 4, 12, 48]), rng.choice(["ann", "bob"])
+            if len(sizes) == 1:
+                world.submit(sizes[0], limit_h=limit_h, user=user)
+            else:
+                submit_het(world, sizes, limit_h=limit_h, user=user)
+        if step == 20:  # the simulated Slurm starts components one by one: some leave their siblings behind
+            world.slurm.finish(world.blocker)
+            started = {j.trace.het_job_id for j in world.slurm.schedule()}
+            left = {j.het_job_id for j in world.slurm.snapshot().pending}
+            assert started & left - {None}
+        at += rng.choice([0.01, 0.3, 1.0, 2.5])
+        world.cycle_as_reference(at)
+    pending = world.slurm.snapshot().pending
+    factors = {}
+    for job in pending:
+        if job.het_job_id is not None:
+            factors.setdefault(job.het_job_id, set()).add(job.site_factor)
+    assert len(factors) > 5 and all(len(values) == 1 for values in factors.values())
 
 
 def test_unchanged_queue_costs_no_prediction_record_or_action() -> None:

@@ -57,7 +57,8 @@ def node(name: str, gpus: int, used: int = 0) -> NodeRecord:
 
 
 def pending(job_id: int, **fields: object) -> JobRecord:
-    return JobRecord(job_id=job_id, user="u", submit_time=NOW - HOUR, gpus=2, time_limit_s=86400, **fields)
+    return JobRecord(**{"job_id": job_id, "user": "u", "submit_time": NOW - HOUR, "gpus": 2, "time_limit_s": 86400,
+                        **fields})
 
 
 def test_an_aging_tick_rescores_with_the_kept_scorer_until_the_record_changes() -> None:
@@ -120,3 +121,23 @@ def test_a_released_hold_is_scored_again_at_once() -> None:
     changes = tracker.update(NOW + 60, pending=[released])
     assert [t.job.job_id for t in changes.replan] == [1]
     assert tracker.jobs[1].score == policy.inner.score(released, FixedPredictor().predict([released])[0], NOW + 60) > 0
+
+
+def test_heterogeneous_components_share_one_scorer_of_the_whole_job_until_one_leaves() -> None:
+    policy = CountingQssf()
+    tracker = QueueTracker(policy, FixedPredictor())  # type: ignore[arg-type]
+    lead, member = pending(1, het_job_id=1, het_job_offset=0), pending(2, het_job_id=1, het_job_offset=1, gpus=6)
+    tracker.update(NOW, pending=[member, lead])
+    assert policy.scorers == [1]  # one scorer, of the whole job (the leader's id)
+    first = tracker.jobs[1]
+    as_whole = policy.inner.scorer(dataclasses.replace(lead, gpus=8), first.prediction, first.backlog_s)(NOW)[0]
+    assert tracker.jobs[1].score == tracker.jobs[2].score == as_whole
+    assert tracker.rank(tracker.jobs[2]) == tracker.rank(tracker.jobs[1]) + 1
+    reason = tracker.explain(tracker.jobs[2], NOW)
+    assert reason.startswith("heterogeneous job 1 (2 components, scored as one): ") and "8 GPUs" in reason
+    changes = tracker.update(NOW, pending=[lead])  # the other component left (cancelled)
+    assert changes.departed == (2,) and [t.job.job_id for t in changes.replan] == [1]
+    alone = tracker.jobs[1]
+    assert alone.score == policy.inner.scorer(lead, alone.prediction, alone.backlog_s)(NOW)[0] != as_whole
+    assert not tracker.explain(alone, NOW).startswith("heterogeneous")
+    assert policy.scorers == [1, 1]

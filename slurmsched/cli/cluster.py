@@ -61,6 +61,16 @@ def _table(rows: Sequence[tuple[str, ...]], width: int | None = None,
     return ["  ".join(fit(cell, w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
+def _shown_id(job: JobRecord) -> str:
+    """The job's id as ``squeue`` shows it: ``7_3`` for an array task, ``5+1`` for a
+    heterogeneous job's component, else the number."""
+    if job.array_task_id is not None:
+        return f"{job.array_job_id}_{job.array_task_id}"
+    if job.het_job_id is not None:
+        return f"{job.het_job_id}+{job.het_job_offset}"
+    return str(job.job_id)
+
+
 def render_snapshot(snap: ClusterSnapshot, width: int | None = None) -> list[str]:
     """The human view of a snapshot: a job table (pending first) and a node table.
 
@@ -71,8 +81,7 @@ def render_snapshot(snap: ClusterSnapshot, width: int | None = None) -> list[str
     rows = [("JOBID", "USER", "NAME", "STATE", "PARTITION", "GPUS", "TIME_LIMIT", "SITEFACTOR", "PRIORITY",
              "REASON")]
     for job in jobs:
-        job_id = f"{job.array_job_id}_{job.array_task_id}" if job.array_task_id is not None else str(job.job_id)
-        rows.append((job_id, _printable(job.user, 12), _printable(job.name, _NAME_WIDTH), job.state.value,
+        rows.append((_shown_id(job), _printable(job.user, 12), _printable(job.name, _NAME_WIDTH), job.state.value,
                      job.partition, _gpus(job), _limit(job.time_limit_s),
                      "-" if job.site_factor is None else str(job.site_factor),
                      "-" if job.priority is None else str(job.priority), _printable(job.reason, 30)))

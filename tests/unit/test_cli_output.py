@@ -24,6 +24,14 @@ def test_queue_columns_line_up_with_wide_names():
     assert columns(fit("ユニコード名前", 6)) == 6 and fit("ユニコード名前", 6) == "ユニ~ "
 
 
+def test_queue_shows_array_tasks_and_heterogeneous_components_as_squeue_does():
+    plain = JobRecord(job_id=9, user="u", submit_time=0.0, state=JobState.PENDING)
+    task = dataclasses.replace(plain, job_id=12, array_job_id=10, array_task_id=2)
+    component = dataclasses.replace(plain, job_id=21, het_job_id=20, het_job_offset=1)
+    lines = render_snapshot(ClusterSnapshot(0.0, "c", (plain, task, component), ()))
+    assert sorted(line.split()[0] for line in lines if " PENDING" in line) == ["10_2", "20+1", "9"]
+
+
 def test_queue_fits_a_terminal_by_cutting_user_name_and_reason():
     """On a narrow terminal the free-text columns give up room, the one with the most to spare first, down to 8 each."""
     job = JobRecord(job_id=7, user="a-rather-long-user", name="n" * 40, submit_time=0.0, state=JobState.PENDING,

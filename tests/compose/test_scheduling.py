@@ -1,4 +1,5 @@
-"""The daemon container steering the Slurm 24.11 compose cluster: SiteFactor, start order, explain, revert, status.
+"""The daemon container steering the Slurm 24.11 compose cluster: SiteFactor, start order, explain, revert, status,
+heterogeneous jobs.
 
 The workload waits behind a blocker on gpu01 (every job ``--exclusive -w gpu01``, so they
 start one at a time, in priority order, once the blocker goes). Without slurmsched they
@@ -108,3 +109,18 @@ def test_status_reports_cycles_and_actions(compose, compose_jobs):
     assert sum(int(row[3]) for row in table) >= 1, out      # actions taken in recent cycles
     changes = re.search(r"^changes in force: (.*) on (\d+) jobs$", out, re.M)
     assert changes and "SetSiteFactor" in changes.group(1) and int(changes.group(2)) >= 1, out
+
+
+def test_a_heterogeneous_jobs_components_share_one_site_factor(compose, compose_jobs):
+    """24.11's ``squeue --json`` wraps ``het_job_id``/``het_job_offset``; the daemon scores the job as one."""
+    # components take nodes of their own: the blocker holds every node
+    blocker = compose_jobs.submit("-N", "4", "--exclusive", "-t", "10", name="blocker", wrap="sleep 600")
+    compose.wait("the blocker to run", lambda: compose_jobs.states().get(blocker) == "RUNNING", timeout=60)
+    leader = compose_jobs.submit("--gres=gpu:1", "-t", "6", ":", "--gres=gpu:2", "-t", "6", name="het", wrap="sleep 2")
+    rows = compose.slurm("squeue", "-h", "-j", str(leader), "-o", "%i|%A").stdout.split()
+    ids = {shown: int(job) for shown, job in (row.split("|") for row in rows)}
+    assert set(ids) == {f"{leader}+0", f"{leader}+1"}, rows
+    factors = _wait_decided(compose, ids)
+    assert factors[ids[f"{leader}+0"]] == factors[ids[f"{leader}+1"]] > 0, factors
+    explained = compose.slurmsched("explain", str(ids[f"{leader}+1"])).stdout
+    assert f"heterogeneous job {leader} (2 components, scored as one)" in explained, explained

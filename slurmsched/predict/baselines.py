@@ -38,10 +38,7 @@ def close_matches(word: str, candidates: Iterable[str], n: int, cutoff: float) -
     by the larger string, as ``heapq.nlargest`` does in difflib). Against 100 similar
     40-character names a match costs a sixth of difflib's time (some 6 ms there).
     """
-    size = len(word)
-    masks: dict[str, int] = {}
-    for position, char in enumerate(word):
-        masks[char] = masks.get(char, 0) | 1 << position
+    size, masks = len(word), _position_masks(word)
     bounded = []
     for candidate in candidates:
         length = len(candidate) + size
@@ -67,9 +64,17 @@ def close_matches(word: str, candidates: Iterable[str], n: int, cutoff: float) -
     return [candidate for _, candidate in best]
 
 
+def _position_masks(word: str) -> dict[str, int]:
+    """For each character of ``word``, the bit set of its positions (bit i: character i)."""
+    masks: dict[str, int] = {}
+    for position, char in enumerate(word):
+        masks[char] = masks.get(char, 0) | 1 << position
+    return masks
+
+
 def _lcs_length(masks: dict[str, int], size: int, text: str) -> int:
     """The length of the longest common subsequence of ``text`` and a word of ``size``
-    characters whose ``masks`` give, for each character, the bit set of its positions
+    characters whose :func:`_position_masks` are ``masks``
     (a bit-parallel recurrence: Allison and Dix, Inf. Proc. Letters 1986; this form Hyyrö, AWOCA 2004)."""
     full = (1 << size) - 1
     row = full

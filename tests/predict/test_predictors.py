@@ -13,7 +13,7 @@ import sklearn
 
 from slurmsched.errors import ConfigError
 from slurmsched.model import JobRecord, JobState
-from slurmsched.predict.baselines import _lcs_length, close_matches
+from slurmsched.predict.baselines import _lcs_length, _position_masks, close_matches
 from slurmsched.predict.evaluate import evaluate
 from slurmsched.predict.features import CategoryCodes, replay
 from slurmsched.predict.gbm import FORMAT, MIN_TRAIN_JOBS, ModelFormatError, SlurmschedPredictor
@@ -283,7 +283,4 @@ def test_lcs_length_is_the_dynamic_programs() -> None:
         for i, x in enumerate(a):
             for j, y in enumerate(b):
                 table[i + 1][j + 1] = table[i][j] + 1 if x == y else max(table[i][j + 1], table[i + 1][j])
-        masks: dict[str, int] = {}
-        for position, char in enumerate(b):
-            masks[char] = masks.get(char, 0) | 1 << position
-        assert _lcs_length(masks, len(b), a) == table[-1][-1], (a, b)
+        assert _lcs_length(_position_masks(b), len(b), a) == table[-1][-1], (a, b)
